@@ -1,0 +1,28 @@
+"""fpsim: see low-precision floating point and mixed-precision training, bit by bit.
+
+>>> import fpsim
+>>> fpsim.round_to(0.1, "fp16")
+0.0999755859375
+"""
+
+from .core import ROUNDING_MODES, from_bits, next_down, next_up, round_to, to_bits, ulp
+from .formats import (
+    Format,
+    bf16,
+    fp8_e4m3,
+    fp8_e5m2,
+    fp16,
+    fp32,
+    fp64,
+    get_format,
+    list_formats,
+    tf32,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Format", "get_format", "list_formats",
+    "fp32", "fp16", "bf16", "tf32", "fp8_e4m3", "fp8_e5m2", "fp64",
+    "ROUNDING_MODES", "round_to", "to_bits", "from_bits", "next_up", "next_down", "ulp",
+]  # fmt: skip

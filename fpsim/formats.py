@@ -1,0 +1,296 @@
+"""Number formats: a binary floating-point format described by its bit fields.
+
+A :class:`Format` is ``1`` sign bit, ``exp_bits`` exponent bits and ``man_bits`` stored mantissa
+(fraction) bits. A finite non-zero value is
+
+* normal:    ``(-1)^s × 1.f × 2^(E - bias)``   for a biased exponent ``1 <= E <= top``
+* subnormal: ``(-1)^s × 0.f × 2^(1 - bias)``   for ``E == 0`` (gradual underflow)
+
+where ``f`` is the stored fraction. Two *special-value styles* decide what the top exponent means:
+
+``"ieee"``
+    IEEE 754: the all-ones exponent holds ±inf (fraction 0) and NaN (fraction != 0), so the largest
+    finite value has exponent ``2^e - 2 - bias`` and fraction all ones. fp32, fp16, bf16, tf32 and
+    fp8 E5M2 are of this style.
+``"fn"``
+    "finite, NaN": no infinities; the all-ones exponent holds ordinary values except the single
+    all-ones code ``S.1111.111`` which is NaN. This is the OCP FP8 E4M3 format (``float8_e4m3fn``
+    in ml_dtypes and PyTorch), whose largest value is ``1.75 × 2^8 = 448``.
+
+Example — the textbook 8-bit format (4 exponent, 3 fraction bits, bias 7):
+
+>>> f = Format(4, 3, name="e4m3_ieee")
+>>> f.max, f.min_normal, f.smallest_subnormal
+(240.0, 0.015625, 0.001953125)
+>>> get_format("half").max
+65504.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Union
+
+import numpy as np
+
+__all__ = [
+    "Format",
+    "get_format",
+    "list_formats",
+    "fp32",
+    "fp16",
+    "bf16",
+    "tf32",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "FormatLike",
+]
+
+STYLES = ("ieee", "fn")
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format: ``Format(exp_bits, man_bits, bias=None, style="ieee")``.
+
+    ``bias`` defaults to ``2^(exp_bits-1) - 1``. ``style`` is ``"ieee"`` (inf and NaN in the top
+    exponent) or ``"fn"`` (finite only; the all-ones code is NaN). Every format fpsim simulates
+    must fit inside float64 (``exp_bits <= 11``, ``man_bits <= 52``) so values can be stored
+    exactly in ordinary numpy arrays.
+
+    >>> fp16.bits, fp16.precision, fp16.emax, fp16.emin, fp16.eps
+    (16, 11, 15, -14, 0.0009765625)
+    """
+
+    exp_bits: int
+    man_bits: int
+    bias: int | None = None
+    style: str = "ieee"
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        e, m = self.exp_bits, self.man_bits
+        if not (isinstance(e, int) and isinstance(m, int)):
+            raise TypeError("exp_bits and man_bits must be integers")
+        if not 2 <= e <= 11:
+            raise ValueError(f"exp_bits must be in 2..11 (to fit in float64), got {e}")
+        if not 1 <= m <= 52:
+            raise ValueError(f"man_bits must be in 1..52 (to fit in float64), got {m}")
+        if self.style not in STYLES:
+            raise ValueError(f"style must be one of {STYLES}, got {self.style!r}")
+        if self.bias is None:
+            object.__setattr__(self, "bias", (1 << (e - 1)) - 1)
+        # The whole range, subnormals included, must be exactly representable in float64.
+        if self.emax > 1023 or self.emin - m < -1074:
+            raise ValueError(
+                f"Format(exp_bits={e}, man_bits={m}, bias={self.bias}) does not fit in float64"
+            )
+        if not self.name:
+            suffix = "" if self.style == "ieee" else "fn"
+            default_bias = (1 << (e - 1)) - 1
+            b = "" if self.bias == default_bias else f"_b{self.bias}"
+            object.__setattr__(self, "name", f"e{e}m{m}{suffix}{b}")
+
+    # ---- sizes -------------------------------------------------------------------------------
+    @property
+    def bits(self) -> int:
+        """Total width in bits: 1 + exp_bits + man_bits."""
+        return 1 + self.exp_bits + self.man_bits
+
+    @property
+    def precision(self) -> int:
+        """Significand precision p in bits, the implicit leading bit included (fp16: 11)."""
+        return self.man_bits + 1
+
+    # ---- exponent range ----------------------------------------------------------------------
+    @property
+    def max_exp_field(self) -> int:
+        """The all-ones biased exponent, ``2^exp_bits - 1``."""
+        return (1 << self.exp_bits) - 1
+
+    @property
+    def emax(self) -> int:
+        """Unbiased exponent of the largest finite value (fp16: 15, fp8_e4m3: 8)."""
+        top = self.max_exp_field if self.style == "fn" else self.max_exp_field - 1
+        return top - self.bias
+
+    @property
+    def emin(self) -> int:
+        """Unbiased exponent of the smallest normal value, ``1 - bias`` (fp16: -14)."""
+        return 1 - self.bias
+
+    @property
+    def max_significand(self) -> int:
+        """Largest integer significand (implicit bit included) at exponent emax.
+
+        ieee: all fraction bits ones, ``2^p - 1``; fn: one less, since ``S.1111.111`` is NaN.
+        """
+        full = (1 << self.precision) - 1
+        return full - 1 if self.style == "fn" else full
+
+    # ---- np.finfo-like limits (exact powers of two / sums of them, so float is exact) --------
+    @property
+    def max(self) -> float:
+        """Largest finite value (fp16: 65504.0, bf16: 3.3895e38, fp8_e4m3: 448.0)."""
+        return float(self.max_significand) * 2.0 ** (self.emax - self.man_bits)
+
+    @property
+    def min_normal(self) -> float:
+        """Smallest positive normal value, ``2^emin`` (fp16: 2^-14)."""
+        return 2.0**self.emin
+
+    smallest_normal = min_normal
+
+    @property
+    def smallest_subnormal(self) -> float:
+        """Smallest positive subnormal, ``2^(emin - man_bits)`` (fp16: 2^-24)."""
+        return 2.0 ** (self.emin - self.man_bits)
+
+    @property
+    def eps(self) -> float:
+        """Machine epsilon: the gap from 1.0 to the next value, ``2^-man_bits``."""
+        return 2.0**-self.man_bits
+
+    @property
+    def has_inf(self) -> bool:
+        return self.style == "ieee"
+
+    # ---- codes -------------------------------------------------------------------------------
+    @property
+    def num_codes(self) -> int:
+        return 1 << self.bits
+
+    @property
+    def nan_code(self) -> int:
+        """The canonical (positive, quiet) NaN code fpsim produces."""
+        e, m = self.exp_bits, self.man_bits
+        if self.style == "fn":
+            return (1 << (e + m)) - 1  # S.1111.111 with S = 0
+        return (self.max_exp_field << m) | (1 << (m - 1))  # quiet NaN: top fraction bit
+
+    # ---- dtypes ------------------------------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype | None:
+        """The numpy / ml_dtypes dtype with exactly these semantics, or None."""
+        return _native_dtype(self)
+
+    @property
+    def container_dtype(self) -> np.dtype:
+        """The smallest numpy float dtype that holds every value of this format exactly."""
+        fits32 = self.man_bits <= 23 and self.emax <= 127 and self.emin - self.man_bits >= -149
+        return np.dtype(np.float32) if fits32 else np.dtype(np.float64)
+
+    def fits_in(self, dtype: np.dtype) -> bool:
+        """True when every value of this format is exactly representable in ``dtype``."""
+        dtype = np.dtype(dtype)
+        if dtype == np.float64:
+            return True
+        return dtype == np.float32 and self.container_dtype == np.float32
+
+    def exact_value(self, x: float) -> Fraction:
+        """The exact rational value of a finite float (a convenience for teaching and tests)."""
+        return Fraction(float(x))
+
+    # ---- kernel parameters -------------------------------------------------------------------
+    @property
+    def kernel_params(self) -> tuple[int, int, int, int, int, int]:
+        """The integers the scalar kernels take: (exp_bits, man_bits, bias, emin, emax, fn).
+
+        Passing the format as plain integers (never as a compile-time constant) means numba
+        compiles each kernel once, for every format.
+        """
+        return (
+            self.exp_bits,
+            self.man_bits,
+            int(self.bias),
+            self.emin,
+            self.emax,
+            1 if self.style == "fn" else 0,
+        )
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        extra = "" if self.style == "ieee" else f", style={self.style!r}"
+        default_bias = (1 << (self.exp_bits - 1)) - 1
+        bias = "" if self.bias == default_bias else f", bias={self.bias}"
+        return f"Format({self.name}: exp_bits={self.exp_bits}, man_bits={self.man_bits}{bias}{extra})"
+
+
+fp32 = Format(8, 23, name="fp32")
+fp16 = Format(5, 10, name="fp16")
+bf16 = Format(8, 7, name="bf16")
+tf32 = Format(8, 10, name="tf32")
+fp8_e4m3 = Format(4, 3, style="fn", name="fp8_e4m3")
+fp8_e5m2 = Format(5, 2, name="fp8_e5m2")
+fp64 = Format(11, 52, name="fp64")
+
+_BUILTIN: dict[str, Format] = {
+    f.name: f for f in (fp32, fp16, bf16, tf32, fp8_e4m3, fp8_e5m2, fp64)
+}
+
+_ALIASES: dict[str, str] = {
+    "float32": "fp32", "float": "fp32", "single": "fp32", "f32": "fp32",
+    "float16": "fp16", "half": "fp16", "f16": "fp16", "binary16": "fp16",
+    "bfloat16": "bf16", "bfloat": "bf16",
+    "tensorfloat32": "tf32", "tensorfloat-32": "tf32",
+    "e4m3": "fp8_e4m3", "e4m3fn": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "fp8e4m3": "fp8_e4m3",
+    "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2", "fp8e5m2": "fp8_e5m2",
+    "float64": "fp64", "double": "fp64", "f64": "fp64",
+}  # fmt: skip
+
+FormatLike = Union[Format, str, np.dtype, type]
+
+
+def list_formats() -> list[str]:
+    """Names of the built-in formats, e.g. ``['fp32', 'fp16', 'bf16', ...]``."""
+    return list(_BUILTIN)
+
+
+def get_format(fmt: Format | str | np.dtype | type) -> Format:
+    """Look a format up by object, name, alias or numpy/ml_dtypes dtype.
+
+    >>> get_format("half") is fp16, get_format("bfloat16") is bf16, get_format("e4m3").max
+    (True, True, 448.0)
+    >>> get_format("fp17")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown format 'fp17'; known: fp32, fp16, bf16, tf32, fp8_e4m3, fp8_e5m2, fp64 \
+(aliases: half, float16, bfloat16, e4m3, e5m2, ...) or Format(exp_bits, man_bits)
+    """
+    if isinstance(fmt, Format):
+        return fmt
+    if isinstance(fmt, str):
+        key = fmt.strip().lower().replace("torch.", "").replace("np.", "")
+        key = _ALIASES.get(key, key)
+        if key in _BUILTIN:
+            return _BUILTIN[key]
+        raise ValueError(
+            f"unknown format {fmt!r}; known: {', '.join(_BUILTIN)} "
+            "(aliases: half, float16, bfloat16, e4m3, e5m2, ...) or Format(exp_bits, man_bits)"
+        )
+    try:
+        dt = np.dtype(fmt)
+    except TypeError:
+        raise TypeError(f"cannot interpret {fmt!r} as a number format") from None
+    for f in _BUILTIN.values():
+        if f.dtype is not None and f.dtype == dt:
+            return f
+    raise ValueError(f"dtype {dt} has no matching fpsim format")
+
+
+def _native_dtype(f: Format) -> np.dtype | None:
+    """numpy / ml_dtypes dtype with the same bit layout and specials as ``f`` (or None)."""
+    import ml_dtypes
+
+    table = {
+        (8, 23, 127, "ieee"): np.dtype(np.float32),
+        (5, 10, 15, "ieee"): np.dtype(np.float16),
+        (11, 52, 1023, "ieee"): np.dtype(np.float64),
+        (8, 7, 127, "ieee"): np.dtype(ml_dtypes.bfloat16),
+        (4, 3, 7, "fn"): np.dtype(ml_dtypes.float8_e4m3fn),
+        (5, 2, 15, "ieee"): np.dtype(ml_dtypes.float8_e5m2),
+    }
+    return table.get((f.exp_bits, f.man_bits, f.bias, f.style))

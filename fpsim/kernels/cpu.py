@@ -1,0 +1,77 @@
+"""numba CPU array kernels built from :mod:`fpsim.kernels.scalar`.
+
+One kernel, :func:`convert_array`, does every array conversion (round, encode, decode): it maps
+``scalar.convert`` over a 1-D integer view of the data. Specialisations are kept few on purpose
+(numba compiles each distinct argument-type combination once, and ``cache=True`` keeps it on disk):
+the source and destination are always C-contiguous 1-D ``int32`` or ``int64`` arrays and every
+format parameter is a plain ``int64``, so one compiled kernel serves every format and mode.
+
+Nothing is compiled at import time; the first call compiles (or loads the cache).
+
+Speed: the array is processed in blocks. For round-to-nearest-even within a container the block
+first goes through ``scalar.round_nearest_even_bits`` — branch-free, so numba/LLVM vectorises it —
+and a second pass sends only the elements outside ``scalar.fast_path_limits`` (subnormal results,
+overflow, zeros, inf, NaN) through the full ``scalar.convert``. Both passes are the scalar code.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from . import scalar
+
+BLOCK = 4096  # elements per block: the second pass re-reads a block while it is in cache
+
+
+def _body(src, dst, start, stop,
+          src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
+          dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, seed):  # fmt: skip
+    """Convert src[start:stop] into dst[start:stop]."""
+    # Work on slices indexed from 0: numba then knows every index is non-negative, drops the
+    # negative-index wrap-around check, and can vectorise pass 1 (about 6x faster).
+    s = src[start:stop]
+    o = dst[start:stop]
+    same = src_fn == 0 and src_e == dst_e and src_m == dst_m and src_b == dst_b
+    lowest, highest = scalar.fast_path_limits(src_e, src_m, src_b, fmt_e, fmt_m, fmt_b, fmt_fn)
+    if mode == scalar.NEAREST_EVEN and same and lowest <= highest:
+        mag_mask = (1 << (src_e + src_m)) - 1
+        for i in range(s.size):  # pass 1: vectorised, right for normal results
+            o[i] = scalar.round_nearest_even_bits(s[i], src_e, src_m, fmt_m)
+        for i in range(s.size):  # pass 2: everything else, the full routine
+            mag = s[i] & mag_mask
+            if mag < lowest or mag > highest:
+                o[i] = scalar.convert(int(s[i]),
+                                      src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
+                                      dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, 0)  # fmt: skip
+        return
+    for i in range(s.size):
+        rand = scalar.random62(seed, start + i) if mode == scalar.STOCHASTIC else 0
+        o[i] = scalar.convert(int(s[i]),
+                              src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
+                              dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, rand)  # fmt: skip
+
+
+_body_jit = njit(cache=True, nogil=True)(_body)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _convert_parallel(src, dst,
+                      src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
+                      dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, seed):  # fmt: skip
+    nblocks = (src.size + BLOCK - 1) // BLOCK
+    for b in prange(nblocks):
+        _body_jit(src, dst, b * BLOCK, min((b + 1) * BLOCK, src.size),
+                  src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
+                  dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, seed)  # fmt: skip
+
+
+def convert_array(src: np.ndarray, dst: np.ndarray, params: tuple) -> None:
+    """Run ``scalar.convert`` on every element of ``src`` (int32/int64 bit patterns) into ``dst``.
+
+    ``params`` is ``src_layout + fmt + dst_layout + (mode, subnormals, saturate, seed)``; each
+    layout is ``(exp_bits, man_bits, bias, fn)``. Small arrays skip the thread pool.
+    """
+    params = tuple(int(p) for p in params)
+    if src.size >= 8 * BLOCK:
+        _convert_parallel(src, dst, *params)
+    else:
+        _body_jit(src, dst, 0, src.size, *params)
