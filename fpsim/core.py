@@ -302,7 +302,7 @@ def ulp(x: Any, fmt: FormatArg) -> Any:
     f = get_format(fmt)
     a = np.abs(np.asarray(x, dtype=np.float64))
     _, e = np.frexp(a)  # a = m × 2^e with 0.5 <= m < 1, so the leading bit is 2^(e-1)
-    lead = np.clip(e - 1, f.emin, f.emax)
+    lead = np.clip(np.where(a == 0, f.emin, e - 1), f.emin, f.emax)
     res = np.ldexp(1.0, lead - f.man_bits)
     res = np.where(np.isfinite(a), res, np.nan)
     return float(res) if np.ndim(res) == 0 else res

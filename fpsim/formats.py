@@ -292,5 +292,7 @@ def _native_dtype(f: Format) -> np.dtype | None:
         (8, 7, 127, "ieee"): np.dtype(ml_dtypes.bfloat16),
         (4, 3, 7, "fn"): np.dtype(ml_dtypes.float8_e4m3fn),
         (5, 2, 15, "ieee"): np.dtype(ml_dtypes.float8_e5m2),
+        (4, 3, 7, "ieee"): np.dtype(ml_dtypes.float8_e4m3),  # IEEE-style E4M3 (max 240)
+        (3, 4, 3, "ieee"): np.dtype(ml_dtypes.float8_e3m4),
     }
     return table.get((f.exp_bits, f.man_bits, f.bias, f.style))

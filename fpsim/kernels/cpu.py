@@ -8,10 +8,10 @@ format parameter is a plain ``int64``, so one compiled kernel serves every forma
 
 Nothing is compiled at import time; the first call compiles (or loads the cache).
 
-Speed: the array is processed in blocks. For round-to-nearest-even within a container the block
-first goes through ``scalar.round_nearest_even_bits`` — branch-free, so numba/LLVM vectorises it —
-and a second pass sends only the elements outside ``scalar.fast_path_limits`` (subnormal results,
-overflow, zeros, inf, NaN) through the full ``scalar.convert``. Both passes are the scalar code.
+Speed: rounding to nearest-even within a container (the default, and what every simulated
+operation does) uses ``scalar.round_nearest_even_bits``, the branch-free form of the same
+rounding, which numba/LLVM vectorises; other modes and conversions run ``scalar.convert``.
+Both are tested against the oracles on the same inputs, and against each other.
 """
 
 import numpy as np
@@ -19,7 +19,7 @@ from numba import njit, prange
 
 from . import scalar
 
-BLOCK = 4096  # elements per block: the second pass re-reads a block while it is in cache
+BLOCK = 4096  # elements per parallel task
 
 
 def _body(src, dst, start, stop,
@@ -31,17 +31,13 @@ def _body(src, dst, start, stop,
     s = src[start:stop]
     o = dst[start:stop]
     same = src_fn == 0 and src_e == dst_e and src_m == dst_m and src_b == dst_b
-    lowest, highest = scalar.fast_path_limits(src_e, src_m, src_b, fmt_e, fmt_m, fmt_b, fmt_fn)
-    if mode == scalar.NEAREST_EVEN and same and lowest <= highest:
-        mag_mask = (1 << (src_e + src_m)) - 1
-        for i in range(s.size):  # pass 1: vectorised, right for normal results
-            o[i] = scalar.round_nearest_even_bits(s[i], src_e, src_m, fmt_m)
-        for i in range(s.size):  # pass 2: everything else, the full routine
-            mag = s[i] & mag_mask
-            if mag < lowest or mag > highest:
-                o[i] = scalar.convert(int(s[i]),
-                                      src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
-                                      dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, 0)  # fmt: skip
+    if mode == scalar.NEAREST_EVEN and same and src_m > fmt_m:
+        max_pat, ovf_pat, inf_pat, nan_pat, low_pat = scalar.nearest_even_constants(
+            src_e, src_m, src_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate
+        )
+        for i in range(s.size):  # branch-free: vectorised
+            o[i] = scalar.round_nearest_even_bits(s[i], src_e, src_m, src_b, fmt_m, fmt_b,
+                                                  max_pat, ovf_pat, inf_pat, nan_pat, low_pat)  # fmt: skip
         return
     for i in range(s.size):
         rand = scalar.random62(seed, start + i) if mode == scalar.STOCHASTIC else 0

@@ -24,7 +24,9 @@ Integer conventions (they make the same code correct in Python and in 64-bit num
   2^(nbits+1)``). A target-format subnormal is kept unnormalised: ``e = emin``, ``sig < 2^nbits``.
 """
 
-from numba.extending import register_jitable
+from numba import types
+from numba.cpython.unsafe.numbers import leading_zeros
+from numba.extending import overload, register_jitable
 
 # Classes of a decoded value.
 ZERO = 0
@@ -41,6 +43,23 @@ DOWN = 4  # toward -inf
 STOCHASTIC = 5  # up with probability (discarded part) / (one quantum)
 
 MASK32 = 0xFFFFFFFF
+
+
+def bit_length(x):
+    """Number of significant bits of a non-negative integer (``int.bit_length``; 0 for 0).
+
+    In Python this is ``int.bit_length``; compiled, it is one count-leading-zeros instruction
+    (see the overload below), so normalising a significand costs one shift, not a loop.
+    """
+    return int(x).bit_length()
+
+
+@overload(bit_length, target="generic")
+def _bit_length_compiled(x):
+    # Compiled code only ever passes int64 here: 64 minus the count of leading zero bits.
+    if isinstance(x, types.Integer) and x.bitwidth == 64 and x.signed:
+        return lambda x: 64 - leading_zeros(x)
+    return None
 
 
 @register_jitable(inline="always")
@@ -72,11 +91,8 @@ def unpack(bits, exp_bits, man_bits, bias, fn):
             return sign, ZERO, 0, 0
         # Normalise: shift the fraction up until its leading 1 sits where the implicit bit of a
         # normal number would be, lowering the exponent by one per shift.
-        e = 1 - bias
-        while frac < (1 << man_bits):
-            frac = frac << 1
-            e -= 1
-        return sign, FINITE, e, frac
+        shift = man_bits + 1 - bit_length(frac)
+        return sign, FINITE, 1 - bias - shift, frac << shift
 
     # 4. Normal: restore the implicit leading 1 above the stored fraction.
     return sign, FINITE, biased - bias, frac | (1 << man_bits)
@@ -167,9 +183,10 @@ def pack(sign, cls, e, sig, nbits, exp_bits, man_bits, bias, fn):
     # 9. Normalise (a target-format subnormal arrives with sig < 2^nbits).
     if sig == 0:
         return sign_part
-    while sig < (1 << nbits):
-        sig = sig << 1
-        e -= 1
+    shift = nbits + 1 - bit_length(sig)
+    if shift > 0:
+        sig = sig << shift
+        e -= shift
     emin = 1 - bias
     if e >= emin:
         # 10a. Normal: drop the implicit 1, align the fraction to man_bits bits.
@@ -189,41 +206,76 @@ def pack(sign, cls, e, sig, nbits, exp_bits, man_bits, bias, fn):
 
 
 @register_jitable(inline="always")
-def fast_path_limits(src_e, src_m, src_b, fmt_e, fmt_m, fmt_b, fmt_fn):
-    """Where :func:`round_nearest_even_bits` applies: magnitude patterns in ``[lowest, highest]``.
+def nearest_even_constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate):
+    """The container patterns :func:`round_nearest_even_bits` needs, computed once per array.
 
-    That is, container values from the format's smallest normal to its largest finite value, so
-    the result is a normal number of the format (no subnormal grid, no overflow). Returns an
-    empty range (1, 0) when the container has no more fraction bits than the format.
+    Returns ``(max_pat, ovf_pat, inf_pat, nan_pat, low_pat)``: the container patterns (magnitude
+    only) of the format's largest value, of the result of an overflow, of the result for an
+    infinite input, of NaN, and of the smallest result kept (the smallest normal when flushing
+    subnormals, else the smallest subnormal).
     """
-    d = src_m - fmt_m
-    if d <= 0:
-        return 1, 0
     top = (1 << fmt_e) - 1
     emin = 1 - fmt_b
     emax = top - fmt_b if fmt_fn == 1 else top - 1 - fmt_b
     max_frac = (1 << fmt_m) - 2 if fmt_fn == 1 else (1 << fmt_m) - 1
-    lowest = (emin + src_b) << src_m
-    highest = ((emax + src_b) << src_m) | (max_frac << d)
-    return lowest, highest
+    max_pat = ((emax + c_b) << c_m) | (max_frac << (c_m - fmt_m))
+    c_inf = ((1 << c_e) - 1) << c_m
+    nan_pat = c_inf | (1 << (c_m - 1))  # the container's canonical quiet NaN
+    if saturate == 1:
+        ovf_pat = max_pat
+    elif fmt_fn == 1:
+        ovf_pat = nan_pat
+    else:
+        ovf_pat = c_inf
+    if fmt_fn == 0:
+        inf_pat = c_inf
+    elif saturate == 1:
+        inf_pat = max_pat
+    else:
+        inf_pat = nan_pat
+    low_pat = (emin + c_b) << c_m if subnormals == 0 else 1
+    return max_pat, ovf_pat, inf_pat, nan_pat, low_pat
 
 
 @register_jitable(inline="always")
-def round_nearest_even_bits(bits, src_e, src_m, fmt_m):
-    """Round a container pattern to ``fmt_m`` fraction bits, ties to even — valid only for
-    magnitudes inside :func:`fast_path_limits`.
-
-    The magnitude bits of an IEEE pattern are ordered like the values, and the exponent field
-    sits just above the fraction. So rounding the fraction is integer arithmetic on the pattern:
-    add just under half a quantum, plus one when the last kept bit is odd (so an exact tie
-    carries exactly when the kept part is odd: ties to even), then clear the ``d`` discarded
-    bits. A carry out of the fraction increments the exponent field, which is exactly the right
-    answer (1.11..1 × 2^e rounds up to 1.0 × 2^(e+1)). No branch: compilers vectorise it.
+def round_nearest_even_bits(bits, c_e, c_m, c_b, fmt_m, fmt_b,
+                            max_pat, ovf_pat, inf_pat, nan_pat, low_pat):  # fmt: skip
+    """Round a container pattern (float32/float64 layout) to the format, ties to even, and
+    return the container pattern of the result: the same answer as :func:`convert` with
+    ``mode=NEAREST_EVEN`` and src = dst = the container, for *every* input — written without a
+    branch so that a compiler can vectorise it (``x if c else y`` becomes a select). The
+    container must have more fraction bits than the format (``c_m > fmt_m``).
     """
-    d = src_m - fmt_m
-    mag = bits & ((1 << (src_e + src_m)) - 1)
-    r = ((mag + (1 << (d - 1)) - 1 + ((mag >> d) & 1)) >> d) << d
-    return bits - mag + r  # put the sign part back
+    # 1. Split off the sign; the magnitude pattern is ordered like |x|.
+    mag = bits & ((1 << (c_e + c_m)) - 1)
+    sign_part = bits - mag
+    c_top = (1 << c_e) - 1
+    biased = mag >> c_m
+    frac = mag & ((1 << c_m) - 1)
+    # 2. Unpack: |x| = sig × 2^(e - c_m); a container subnormal (biased 0) has exponent 1 - bias
+    #    and no implicit bit.
+    sig = frac | ((1 if biased != 0 else 0) << c_m)
+    e = max(biased, 1) - c_b
+    # 3. The quantum 2^q of the format at |x|: fmt_m bits below the leading bit, but never
+    #    below the subnormal spacing 2^(emin - fmt_m). d = how many low bits of sig go.
+    q = max(e, 1 - fmt_b) - fmt_m
+    d = min(q - (e - c_m), c_m + 2)  # past c_m + 2 everything is below half a quantum anyway
+    # 4. Round half to even: add just under half a quantum, plus one if the kept part is odd.
+    kept = (sig + (1 << (d - 1)) - 1 + ((sig >> d) & 1)) >> d
+    # 5. Re-encode kept × 2^q as a container pattern. Its leading bit is 2^(q + n - 1), with
+    #    n = bit_length(kept); shifting kept so that bit lands on the implicit-bit position and
+    #    adding (exponent - 1) << c_m lets that leading 1 complete the exponent field.
+    n = bit_length(kept)
+    normal_pat = ((q + n + c_b - 2) << c_m) + (kept << (c_m + 1 - n))
+    sub_pat = kept << min(q + c_b + c_m - 1, 63)  # a container subnormal: kept × 2^q / 2^(1-b-m)
+    pat = normal_pat if q + n - 1 >= 1 - c_b else sub_pat
+    pat = 0 if kept == 0 else pat
+    # 6. Range: below the smallest kept value flush to zero; above the largest, overflow.
+    pat = 0 if pat < low_pat else pat
+    pat = ovf_pat if pat > max_pat else pat
+    # 7. Special inputs: infinity and NaN (the container's all-ones exponent).
+    pat = (inf_pat if frac == 0 else nan_pat) if biased == c_top else pat
+    return sign_part + pat
 
 
 @register_jitable(inline="always")
@@ -247,13 +299,6 @@ def convert(bits,
     else:
         emax = top - 1 - fmt_b
         max_sig = (1 << (fmt_m + 1)) - 1
-
-    # 0. Fast path (same answer, fewer steps) for the commonest case; see fast_path_limits.
-    if mode == NEAREST_EVEN and src_fn == 0 and src_e == dst_e and src_m == dst_m and src_b == dst_b:
-        lowest, highest = fast_path_limits(src_e, src_m, src_b, fmt_e, fmt_m, fmt_b, fmt_fn)
-        mag = bits & ((1 << (src_e + src_m)) - 1)
-        if lowest <= mag and mag <= highest:
-            return round_nearest_even_bits(bits, src_e, src_m, fmt_m)
 
     sign, cls, e, sig = unpack(bits, src_e, src_m, src_b, src_fn)
     nbits = fmt_m

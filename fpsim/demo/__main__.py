@@ -1,0 +1,135 @@
+"""``python -m fpsim.demo``: run a named demo (``--list`` shows them all).
+
+Every demo is one entry of :data:`DEMOS`: ``name -> (one-line description, function)``. The
+function takes the demo's own command-line arguments (a list of strings), parses them itself
+and returns an exit status. To add a demo, write such a function and add it to ``DEMOS``; keep
+heavy imports (matplotlib, numba kernels) inside the function so that listing demos and running
+the light ones stays fast.
+
+    python -m fpsim.demo --list
+    python -m fpsim.demo bits 0.1 -1e-5 65519 --formats fp16,bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+
+DemoFunction = Callable[[list[str]], int]
+
+PROG = "python -m fpsim.demo"
+
+# A token that is a negative number ("-0.0", "-1e-5", "-inf", "-0x1p-3"), not an option.
+_NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d|inf|infinity|nan|0x)", re.IGNORECASE)
+
+
+def _quiet_numba() -> None:
+    """Hide numba's internal "variable ... is not in scope" notes printed while compiling.
+
+    They are pedantic checks inside numba (NumbaIRAssumptionWarning), not about the numbers; a
+    demo prints for people, so keep them out of the way. Only those messages are silenced.
+    """
+    warnings.filterwarnings("ignore", message=r"variable '.*' is not in scope")
+
+
+# ---- demos -------------------------------------------------------------------------------------
+def demo_bits(argv: list[str]) -> int:
+    """Show values in several formats side by side (fpsim.inspect.compare)."""
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} bits",
+        description="Show how values are stored in several formats: sign, exponent and "
+        "mantissa bits, the exact stored value, and the rounding error (nearest-even).",
+        epilog="Negative values work as they are (bits -0.0 -1e-5). Values are read as float64 "
+        "first, so 0.1 means the float64 nearest to 0.1. Hex floats work too (0x1.8p-3).",
+    )
+    parser.add_argument("values", nargs="*", default=["0.1"], metavar="VALUE",
+                        help="numbers to show (default: 0.1)")  # fmt: skip
+    parser.add_argument(
+        "--formats",
+        default="fp32,fp16,bf16,fp8_e4m3,fp8_e5m2",
+        help="comma-separated format names or aliases (default: %(default)s)",
+    )
+    parser.add_argument("--explain", action="store_true",
+                        help="also print the full explanation for each value and format")  # fmt: skip
+    # argparse takes "-1e-5" for an option; a leading space keeps a negative number positional
+    # (float() ignores the space).
+    args = parser.parse_args([" " + a if _NEGATIVE_NUMBER.match(a) else a for a in argv])
+
+    from fpsim.formats import get_format
+    from fpsim.inspect import _parse_float, compare, explain
+
+    try:
+        formats = [get_format(name) for name in args.formats.split(",") if name.strip()]
+    except ValueError as exc:
+        parser.error(str(exc))
+    if not formats:
+        parser.error("--formats: give at least one format")
+    try:
+        values = [_parse_float(v) for v in args.values]
+    except ValueError as exc:
+        parser.error(str(exc))
+
+    _quiet_numba()
+    blocks = []
+    for v in values:
+        blocks.append(compare(v, formats))
+        if args.explain:
+            blocks += [explain(v, f) for f in formats]
+    print("\n\n".join(blocks))
+    return 0
+
+
+DEMOS: dict[str, tuple[str, DemoFunction]] = {
+    "bits": ("a value's sign/exponent/mantissa bits, stored value and error in several formats",
+             demo_bits),
+}  # fmt: skip
+
+
+# ---- command line ------------------------------------------------------------------------------
+def _listing() -> str:
+    width = max(len(name) for name in DEMOS)
+    return "\n".join(f"  {name:<{width}}  {desc}" for name, (desc, _) in DEMOS.items())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo named by the first argument; return the exit status (2 for usage errors)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Demonstrations of low-precision floating point, bit by bit.",
+        epilog=f"demos:\n{_listing()}\n\nRun '{PROG} DEMO --help' for a demo's own options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--list", action="store_true", help="list the demos and exit")
+    parser.add_argument("demo", nargs="?", help="the demo to run (see --list)")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the demo")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the demo's name belongs to the demo (its own --help included).
+    split = next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))
+    ns = parser.parse_args(argv[: split + 1])
+    rest = argv[split + 1 :]
+
+    if ns.list:
+        print(_listing())
+        return 0
+    if ns.demo is None:
+        parser.print_help()
+        return 0
+    if ns.demo not in DEMOS:
+        print(
+            f"{PROG}: error: unknown demo {ns.demo!r}; available: {', '.join(DEMOS)} "
+            f"(see '{PROG} --list')",
+            file=sys.stderr,
+        )
+        return 2
+    _, run = DEMOS[ns.demo]
+    try:
+        return run(rest)
+    except SystemExit as exc:  # argparse inside a demo exits on --help (0) or bad usage (2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

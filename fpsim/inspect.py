@@ -1,0 +1,524 @@
+"""Look inside one number: its bit fields, exact value, neighbours and rounding error.
+
+Everything here is for people: :func:`fields` splits a value rounded to a format into its sign,
+exponent and mantissa bits and computes exact facts about it; :func:`explain` prints them as a
+small table; :func:`compare` shows one value in several formats side by side; :func:`all_values`
+lists every code of a small (<= 16-bit) format.
+
+The bit code comes from :func:`fpsim.core.to_bits` (so the rounding is the simulator's own);
+everything else is exact integer and :class:`fractions.Fraction` arithmetic on that code. A
+binary floating-point value is a *dyadic* rational ``n / 2^k``, so its decimal expansion is
+finite and can be printed in full: ``n / 2^k = n × 5^k / 10^k``.
+
+Input: ``x`` is first converted to a Python float (float64). That is exact for float64, float32,
+float16, bfloat16 and fp8 values; a decimal such as ``0.1`` is the float64 nearest to it, and the
+rounding error reported is measured from that float64.
+
+>>> f = fields(0.1, "fp16")
+>>> f.bits, f.hex, f.decimal
+('0 01011 1001100110', '0x2e66', '0.0999755859375')
+>>> f.error == Fraction(0.0999755859375) - Fraction(0.1)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from .core import from_bits, to_bits
+from .formats import Format, FormatLike, get_format
+
+__all__ = ["Fields", "fields", "explain", "all_values", "compare", "DEFAULT_COMPARE_FORMATS"]
+
+DEFAULT_COMPARE_FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
+
+
+# ---- exact helpers -----------------------------------------------------------------------------
+def _pow2(k: int) -> Fraction:
+    """2^k as an exact Fraction, for any integer k (negative included)."""
+    return Fraction(1 << k) if k >= 0 else Fraction(1, 1 << -k)
+
+
+def exact_decimal(q: Fraction) -> str:
+    """All digits of a dyadic rational ``n / 2^k`` in positional decimal notation.
+
+    Multiplying top and bottom by ``5^k`` turns the denominator into ``10^k``, so the value has
+    exactly ``k`` digits after the point (fewer once trailing zeros are dropped).
+
+    >>> exact_decimal(Fraction(1, 1024)), exact_decimal(Fraction(-3, 2)), exact_decimal(Fraction(0))
+    ('0.0009765625', '-1.5', '0')
+    """
+    n, d = q.numerator, q.denominator
+    k = d.bit_length() - 1
+    if d != 1 << k:
+        raise ValueError(f"{q} is not a dyadic rational (its denominator is not a power of two)")
+    sign = "-" if n < 0 else ""
+    digits = str(abs(n) * 5**k).rjust(k + 1, "0")  # abs(q) = digits / 10^k
+    whole, frac = digits[: len(digits) - k], digits[len(digits) - k :].rstrip("0")
+    return f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}"
+
+
+def _classify(biased: int, frac: int, f: Format) -> str:
+    """The class of a code from its exponent and fraction fields (IEEE or fn style)."""
+    top = f.max_exp_field
+    if biased == top:
+        if f.style == "ieee":
+            # IEEE: the all-ones exponent is reserved: fraction 0 is inf, anything else NaN.
+            return "inf" if frac == 0 else "nan"
+        # fn: the all-ones exponent holds ordinary values, except S.1111.111 which is NaN.
+        if frac == (1 << f.man_bits) - 1:
+            return "nan"
+    if biased == 0:
+        return "zero" if frac == 0 else "subnormal"
+    return "normal"
+
+
+def _magnitude(biased: int, frac: int, f: Format) -> Fraction:
+    """Exact |value| of a finite code: 1.f × 2^(E - bias), or 0.f × 2^emin when E == 0."""
+    if biased == 0:
+        # No implicit bit; the exponent stays at emin = 1 - bias (not 0 - bias): this is what
+        # makes the subnormals continue the spacing of the smallest binade (gradual underflow).
+        return frac * _pow2(f.emin - f.man_bits)
+    return ((1 << f.man_bits) | frac) * _pow2(biased - f.bias - f.man_bits)
+
+
+def _decode(code: int, f: Format) -> float:
+    """The value of a code as a (float64-exact) Python float, inf and NaN included."""
+    sign = (code >> (f.bits - 1)) & 1
+    biased = (code >> f.man_bits) & f.max_exp_field
+    frac = code & ((1 << f.man_bits) - 1)
+    cls = _classify(biased, frac, f)
+    if cls == "nan":
+        return math.nan
+    mag = math.inf if cls == "inf" else float(_magnitude(biased, frac, f))
+    return -mag if sign else mag
+
+
+def _neighbours(code: int, cls: str, f: Format) -> tuple[float, float]:
+    """(next_down, next_up) of a code, by stepping the code's magnitude by one.
+
+    Codes of one sign are ordered like the magnitudes they encode (that is why the exponent sits
+    above the fraction), so the next value away from zero is ``magnitude code + 1`` and the next
+    toward zero ``magnitude code - 1``. Past the largest finite value lies inf (IEEE style) or the
+    NaN code (fn style: no value there, reported as NaN).
+    """
+    if cls == "nan":
+        return math.nan, math.nan
+    sign_bit = 1 << (f.bits - 1)
+    neg = bool(code & sign_bit)
+    mag = code & (sign_bit - 1)
+    if cls == "zero":  # from ±0 the steps go to the smallest subnormal of either sign
+        tiny = _decode(1, f)
+        return -tiny, tiny
+    if cls == "inf":  # nothing lies beyond ±inf
+        edge = _decode(mag - 1, f)
+        return (-math.inf, -edge) if neg else (edge, math.inf)
+    outward = _decode(mag + 1, f)
+    inward = _decode(mag - 1, f)  # +0.0 when mag == 1
+    if neg:
+        return -outward, -inward  # next_up of a negative value moves toward zero (-0.0 last)
+    return inward, outward
+
+
+def _input_ulp(x: float, f: Format) -> Fraction:
+    """ulp at the input x: 2^(e - man_bits), e the exponent of |x|'s leading bit in [emin, emax].
+
+    Measured at the *input* (not the rounded value), round-to-nearest errors are always within
+    half an ulp, also when x rounds up across a power of two into the next binade.
+    """
+    _, e = math.frexp(abs(x))  # |x| = m × 2^e with 0.5 <= m < 1: the leading bit is 2^(e-1)
+    lead = min(max(e - 1, f.emin), f.emax) if x != 0 else f.emin  # 0 lies on the subnormal grid
+    return _pow2(lead - f.man_bits)
+
+
+# ---- fields ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fields:
+    """Everything about one value rounded to one format (made by :func:`fields`).
+
+    Bit fields: ``sign`` (0/1), ``exponent_bits`` and ``mantissa_bits`` (strings of 0/1),
+    ``code`` (the unsigned integer) and ``hex``. Exponent: ``biased_exponent`` (the field as an
+    integer) and ``exponent`` (unbiased; ``emin`` for zero and subnormals, None for inf/NaN).
+    ``cls``: "zero", "subnormal", "normal", "inf" or "nan". Value: ``value`` (exact Fraction, None
+    for inf/NaN), ``stored`` (the same as a float, with -0.0/inf/nan), ``decimal`` (all digits),
+    ``form`` (``(-1)^s × 1.f₂ × 2^e``), ``significand`` (exact). Spacing: ``ulp`` (Fraction, at
+    the stored value; None for inf/NaN), ``next_down`` and ``next_up`` (floats). Rounding error of
+    the float64 ``input``: ``error = value - input`` (Fraction), ``rel_error = error / input`` and
+    ``error_ulps = error / ulp(input)``, each None where it is not a finite number.
+    """
+
+    format: Format
+    input: float
+    rounding: str
+    sign: int
+    exponent_bits: str
+    mantissa_bits: str
+    code: int
+    hex: str
+    biased_exponent: int
+    exponent: int | None
+    cls: str
+    value: Fraction | None
+    stored: float
+    decimal: str
+    significand: Fraction | None
+    form: str
+    ulp: Fraction | None
+    next_down: float
+    next_up: float
+    error: Fraction | None
+    rel_error: Fraction | None
+    error_ulps: Fraction | None
+
+    @property
+    def bits(self) -> str:
+        """The code as ``"sign exponent mantissa"``, e.g. ``'0 01011 1001100110'``."""
+        return f"{self.sign} {self.exponent_bits} {self.mantissa_bits}"
+
+    def __str__(self) -> str:
+        return _explain_fields(self)
+
+
+def _as_float(x: Any) -> float:
+    if isinstance(x, str):
+        return _parse_float(x)
+    if np.ndim(x) != 0:
+        raise TypeError(
+            "fields()/explain() take one number; use all_values() or round_to() for arrays"
+        )
+    return float(x)
+
+
+def _parse_float(s: str) -> float:
+    """A float from text: decimal (``0.1``, ``-1e-5``, ``inf``, ``nan``) or hex (``0x1.8p-3``)."""
+    t = s.strip()
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    try:
+        return float.fromhex(t)
+    except ValueError:
+        raise ValueError(f"not a number: {s!r}") from None
+
+
+def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:
+    """The bit fields and exact facts of ``x`` rounded to ``fmt`` (default: nearest-even).
+
+    ``x`` is one number (Python/numpy scalar, or a string such as ``"0.1"`` or ``"0x1p-3"``),
+    taken as a float64; ``fmt`` any format (name, alias or :class:`~fpsim.formats.Format`).
+
+    >>> f = fields(0.1, "fp16")
+    >>> f.bits, f.code, f.cls, f.exponent, f.value
+    ('0 01011 1001100110', 11878, 'normal', -4, Fraction(819, 8192))
+    >>> f.form, f.ulp, f.next_down, f.next_up
+    ('(-1)^0 × 1.1001100110₂ × 2^-4', Fraction(1, 16384), 0.09991455078125, 0.10003662109375)
+    >>> float(f.error), float(f.error_ulps)
+    (-2.441406250000555e-05, -0.40000000000009095)
+    >>> fields(-0.0, "bf16").bits, fields(1e-7, "fp16").cls, fields(1000, "e4m3").cls
+    ('1 00000000 0000000', 'subnormal', 'nan')
+    """
+    f = get_format(fmt)
+    xf = _as_float(x)
+    code = int(to_bits(xf, f, rounding))
+
+    # 1. Cut the code into its fields (the sign bit on top, then exponent, then fraction).
+    m = f.man_bits
+    sign = code >> (f.bits - 1)
+    biased = (code >> m) & f.max_exp_field
+    frac = code & ((1 << m) - 1)
+    cls = _classify(biased, frac, f)
+    exp_str = format(biased, f"0{f.exp_bits}b")
+    man_str = format(frac, f"0{m}b")
+
+    # 2. Exact value: normal 1.f × 2^(E - bias); zero/subnormal 0.f × 2^emin.
+    sgn = "-" if sign else ""
+    if cls in ("inf", "nan"):
+        exponent = significand = value = ulp = None
+        stored = math.nan if cls == "nan" else (-math.inf if sign else math.inf)
+        decimal = "nan" if cls == "nan" else f"{sgn}inf"
+        form = decimal
+    else:
+        lead = 0 if cls in ("zero", "subnormal") else 1
+        exponent = f.emin if lead == 0 else biased - f.bias
+        significand = Fraction((lead << m) | frac, 1 << m)
+        value = (-1 if sign else 1) * significand * _pow2(exponent)
+        stored = float(value) if value else (-0.0 if sign else 0.0)
+        decimal = sgn + exact_decimal(abs(value))
+        form = f"(-1)^{sign} × {lead}.{man_str}₂ × 2^{exponent}"
+        # The spacing of the grid around the value: one unit of the last mantissa bit.
+        ulp = _pow2(exponent - m)
+    next_down, next_up = _neighbours(code, cls, f)
+
+    # 3. Rounding error against the exact float64 input (only when both ends are finite).
+    error = rel_error = error_ulps = None
+    if value is not None and math.isfinite(xf):
+        error = value - Fraction(xf)
+        rel_error = error / Fraction(xf) if xf != 0 else None
+        error_ulps = error / _input_ulp(xf, f)
+
+    return Fields(
+        format=f, input=xf, rounding=rounding, sign=sign, exponent_bits=exp_str,
+        mantissa_bits=man_str, code=code, hex=f"0x{code:0{(f.bits + 3) // 4}x}",
+        biased_exponent=biased, exponent=exponent, cls=cls, value=value, stored=stored,
+        decimal=decimal, significand=significand, form=form, ulp=ulp, next_down=next_down,
+        next_up=next_up, error=error, rel_error=rel_error, error_ulps=error_ulps,
+    )  # fmt: skip
+
+
+# ---- explain -----------------------------------------------------------------------------------
+_LABEL = 13  # width of the label column in explain()
+_WRAP = 72  # longer text continues on the next line (long numbers are cut into chunks)
+_DIGITS_MAX = 2 * _WRAP  # explain() abbreviates exact decimals longer than this
+
+
+def _float_text(x: float) -> str:
+    """The float as written: ``repr`` without numpy's wrapper (``0.1``, ``-0.0``, ``inf``)."""
+    return repr(float(x))
+
+
+def _value_text(v: float) -> str:
+    """A stored float as an exact decimal (inf/nan as words)."""
+    if not math.isfinite(v):
+        return repr(v)
+    d = exact_decimal(Fraction(v))
+    return "-0" if v == 0 and math.copysign(1.0, v) < 0 else d
+
+
+def _digits_text(d: str) -> str:
+    """An exact decimal for explain(): in full up to _DIGITS_MAX characters, else abbreviated.
+
+    The abbreviation keeps the leading significant digits in scientific notation and says how
+    many there are (2^-1074 has 751); :func:`fields` keeps every digit in ``.decimal``.
+    """
+    if len(d) <= _DIGITS_MAX or d[-1:] not in "0123456789":
+        return d
+    sign, body = ("-", d[1:]) if d.startswith("-") else ("", d)
+    whole, _, frac = body.partition(".")
+    digits = (whole + frac).lstrip("0")
+    exp10 = len(whole) - 1 if whole != "0" else -(len(frac) - len(frac.lstrip("0")) + 1)
+    return f"{sign}{digits[0]}.{digits[1:40]}…e{exp10:+d} ({len(digits)} digits)"
+
+
+def _exact_note(text: str) -> str:
+    """The remark after an exact decimal in explain(): whether it was shown in full."""
+    return "(abbreviated exact value)" if "…" in text else "(exact)"
+
+
+def _typed_is_exact(x: float) -> bool:
+    """Whether the float's shortest repr (``0.5``, ``-0.0``, ``1e+300``) is its exact value."""
+    return not math.isfinite(x) or Fraction(repr(x)) == Fraction(x)
+
+
+def _pow2_text(q: Fraction) -> str:
+    """A power of two as ``2^k = exact decimal``."""
+    k = q.numerator.bit_length() - 1 if q >= 1 else -(q.denominator.bit_length() - 1)
+    return f"2^{k} = {_digits_text(exact_decimal(q))}"
+
+
+def _rows(label: str, text: str) -> list[str]:
+    """One table row; text longer than _WRAP continues on indented lines below."""
+    chunks = textwrap.wrap(text, _WRAP, break_on_hyphens=False) or [""]
+    out = [f"  {label:<{_LABEL}}{chunks[0]}"]
+    out += [f"  {'':<{_LABEL}}{c}" for c in chunks[1:]]
+    return out
+
+
+def _describe_format(f: Format) -> str:
+    style = "IEEE style" if f.style == "ieee" else "fn style: no inf, NaN = S.1...1"
+    return (
+        f"{f.name}: 1 sign, {f.exp_bits} exponent, {f.man_bits} mantissa bits; "
+        f"bias {f.bias}; {style}"
+    )
+
+
+def _explain_fields(fl: Fields) -> str:
+    f = fl.format
+    lines = [f"{_float_text(fl.input)} in {_describe_format(f)}"]
+    rows: list[str] = []
+    hint = "   (sign | exponent | mantissa)" if f.bits <= 32 else ""
+    rows += _rows("bits", fl.bits + hint)
+    rows += _rows("code", f"{fl.hex} = {fl.code}")
+    rows += _rows("class", fl.cls)
+    e_field = f"{fl.exponent_bits}₂ = {fl.biased_exponent}"
+    if fl.cls == "normal":
+        rows += _rows(
+            "exponent", f"{e_field}; {fl.biased_exponent} - bias {f.bias} = {fl.exponent}"
+        )
+        rows += _rows("significand", f"1.{fl.mantissa_bits}₂ = {exact_decimal(fl.significand)}")
+    elif fl.cls in ("zero", "subnormal"):
+        rows += _rows("exponent", f"{e_field}: no implicit 1, exponent emin = 1 - bias = {f.emin}")
+        rows += _rows("significand", f"0.{fl.mantissa_bits}₂ = {exact_decimal(fl.significand)}")
+    elif fl.cls == "inf":
+        rows += _rows("exponent", f"{e_field} (all ones) with fraction 0: infinity")
+    elif f.style == "ieee":
+        rows += _rows("exponent", f"{e_field} (all ones) with fraction != 0: NaN")
+    else:
+        rows += _rows("exponent", f"{e_field}, fraction all ones: the fn style's only NaN")
+    if fl.value is not None:
+        rows += _rows("value", fl.form)
+        text = _digits_text(fl.decimal)
+        rows += _rows("", f"= {text}  {_exact_note(text)}")
+    else:
+        rows += _rows("value", fl.decimal)
+
+    if _typed_is_exact(fl.input):
+        rows += _rows("input", f"{_float_text(fl.input)}  (float64, exact)")
+    else:
+        rows += _rows("input", f"{_float_text(fl.input)} as float64 is exactly")
+        rows += _rows("", _digits_text(_value_text(fl.input)))
+    if fl.error is not None:
+        rel = "-" if fl.rel_error is None else f"{float(fl.rel_error):.3e}"
+        rows += _rows(
+            "error",
+            f"stored - input ≈ {float(fl.error):.3e}  (relative {rel}, "
+            f"{float(fl.error_ulps):.4g} ulp)",
+        )
+        rows += _rows("", f"exactly {_digits_text(exact_decimal(fl.error))}")
+    elif math.isfinite(fl.input) and fl.value is None:
+        rows += _rows("error", f"overflow: |input| is beyond the largest finite {f.max!r}")
+    else:
+        rows += _rows("error", "- (input is not finite)")
+    if fl.ulp is not None:
+        rows += _rows("ulp", _pow2_text(fl.ulp))
+    rows += _rows("next down", _digits_text(_value_text(fl.next_down)))
+    rows += _rows("next up", _digits_text(_value_text(fl.next_up)))
+    return "\n".join(lines + rows)
+
+
+def explain(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> str:
+    """A multi-line, human-readable account of ``x`` rounded to ``fmt`` (see :func:`fields`).
+
+    >>> print(explain(0.1, "fp16"))
+    0.1 in fp16: 1 sign, 5 exponent, 10 mantissa bits; bias 15; IEEE style
+      bits         0 01011 1001100110   (sign | exponent | mantissa)
+      code         0x2e66 = 11878
+      class        normal
+      exponent     01011₂ = 11; 11 - bias 15 = -4
+      significand  1.1001100110₂ = 1.599609375
+      value        (-1)^0 × 1.1001100110₂ × 2^-4
+                   = 0.0999755859375  (exact)
+      input        0.1 as float64 is exactly
+                   0.1000000000000000055511151231257827021181583404541015625
+      error        stored - input ≈ -2.441e-05  (relative -2.441e-04, -0.4 ulp)
+                   exactly -0.0000244140625000055511151231257827021181583404541015625
+      ulp          2^-14 = 0.00006103515625
+      next down    0.09991455078125
+      next up      0.10003662109375
+    """
+    return _explain_fields(fields(x, fmt, rounding))
+
+
+# ---- all_values --------------------------------------------------------------------------------
+def all_values(fmt: FormatLike) -> np.ndarray:
+    """Every code of a format of at most 16 bits, as a numpy structured array sorted by code.
+
+    Columns: ``code`` (uint16), ``bits`` (``"s eeee mmm"``), ``cls`` (as in :func:`fields`) and
+    ``value`` (float64; NaN codes give nan). Wider formats raise ValueError (fp32 has 4 billion).
+
+    >>> t = all_values("fp8_e4m3")
+    >>> len(t), str(t[0x7E]["bits"]), float(t[0x7E]["value"]), int((t["cls"] == "nan").sum())
+    (256, '0 1111 110', 448.0, 2)
+    """
+    f = get_format(fmt)
+    if f.bits > 16:
+        raise ValueError(
+            f"all_values() lists formats of at most 16 bits; {f.name} has {f.bits} bits "
+            f"({f.num_codes} codes)"
+        )
+    m, e = f.man_bits, f.exp_bits
+    codes = np.arange(f.num_codes, dtype=np.int64)
+    biased = (codes >> m) & f.max_exp_field
+    frac = codes & ((1 << m) - 1)
+    # Classes from the fields, vectorised (the same rules as _classify).
+    top = biased == f.max_exp_field
+    if f.style == "ieee":
+        is_inf, is_nan = top & (frac == 0), top & (frac != 0)
+    else:
+        is_inf, is_nan = np.zeros_like(top), top & (frac == (1 << m) - 1)
+    cls = np.select(
+        [is_nan, is_inf, (biased == 0) & (frac == 0), biased == 0],
+        ["nan", "inf", "zero", "subnormal"],
+        default="normal",
+    )
+    table = np.zeros(
+        f.num_codes,
+        dtype=[
+            ("code", np.uint16),
+            ("bits", f"U{f.bits + 2}"),
+            ("cls", "U9"),
+            ("value", np.float64),
+        ],
+    )
+    table["code"] = codes
+    strings = [format(c, f"0{f.bits}b") for c in range(f.num_codes)]
+    table["bits"] = [f"{s[0]} {s[1 : 1 + e]} {s[1 + e :]}" for s in strings]
+    table["cls"] = cls
+    # The values are the simulator's own decoding of each code (exact in float64).
+    table["value"] = from_bits(codes.astype(np.uint64), f, dtype=np.float64)
+    return table
+
+
+# ---- compare -----------------------------------------------------------------------------------
+_STORED_MAX = 30  # longer exact decimals are shown rounded (marked ≈) in compare()
+
+
+def _short_value(fl: Fields) -> str:
+    if fl.value is None:
+        return fl.decimal
+    if len(fl.decimal) <= _STORED_MAX:
+        return fl.decimal
+    return f"≈{fl.stored:.17g}"
+
+
+def compare(x: Any, formats: Iterable[FormatLike] = DEFAULT_COMPARE_FORMATS) -> str:
+    """``x`` rounded (nearest-even) to several formats, side by side: bits, stored value, errors.
+
+    Stored values are exact decimals (rounded, marked ≈, when longer than 30 characters); the
+    errors are stored - input (absolute), that over the input (relative), and in ulps of the input.
+
+    >>> print(compare(1/3, ["fp16", "fp8_e5m2"]))
+    x = 0.3333333333333333
+      = 0.333333333333333314829616256247390992939472198486328125  (the exact float64 value)
+    <BLANKLINE>
+    format    bits (sign exponent mantissa)  hex     stored value     abs error   rel error    ulps
+    fp16      0 01101 0101010101             0x3555  0.333251953125  -8.138e-05  -2.441e-04  -0.333
+    fp8_e5m2  0 01101 01                     0x35    0.3125          -2.083e-02  -6.250e-02  -0.333
+    """
+    xf = _as_float(x)
+    head = f"x = {_float_text(xf)}"
+    if not _typed_is_exact(xf):
+        # The decimal the user typed is not what is rounded: the float64 nearest to it is.
+        text = _digits_text(_value_text(xf))
+        head += f"\n  = {text}  (the exact float64 value)"
+    titles = ("format", "bits (sign exponent mantissa)", "hex", "stored value",
+              "abs error", "rel error", "ulps")  # fmt: skip
+    rows = []
+    for fmt in formats:
+        fl = fields(xf, fmt)
+        if fl.error is not None:
+            rel = "-" if fl.rel_error is None else f"{float(fl.rel_error):+.3e}"
+            errs = (f"{float(fl.error):+.3e}", rel, f"{float(fl.error_ulps):+.3f}")
+        elif math.isfinite(xf):
+            errs = ("overflow", "", "")
+        else:
+            errs = ("-", "-", "-")
+        rows.append((fl.format.name, fl.bits, fl.hex, _short_value(fl)) + errs)
+    widths = [max(len(r[i]) for r in [titles, *rows]) for i in range(len(titles))]
+    numeric = (False, False, False, False, True, True, True)  # right-align the error columns
+
+    def line(cells: tuple[str, ...]) -> str:
+        parts = [
+            c.rjust(w) if num else c.ljust(w)
+            for c, w, num in zip(cells, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([head, "", line(titles)] + [line(r) for r in rows])
