@@ -22,7 +22,21 @@ from .formats import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Format", "get_format", "list_formats",
-    "fp32", "fp16", "bf16", "tf32", "fp8_e4m3", "fp8_e5m2", "fp64",
-    "ROUNDING_MODES", "round_to", "to_bits", "from_bits", "next_up", "next_down", "ulp",
-]  # fmt: skip
+    "Format",
+    "get_format",
+    "list_formats",
+    "fp32",
+    "fp16",
+    "bf16",
+    "tf32",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp64",
+    "ROUNDING_MODES",
+    "round_to",
+    "to_bits",
+    "from_bits",
+    "next_up",
+    "next_down",
+    "ulp",
+]

@@ -20,11 +20,11 @@ uncompiled pure-Python reference on request (``backend="python"``).
 from __future__ import annotations
 
 import numbers
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
-from .formats import Format, fp32, fp64, get_format
+from .formats import Format, FormatLike, fp32, fp64, get_format
 from .kernels import scalar
 
 __all__ = [
@@ -45,8 +45,6 @@ ROUNDING_MODES: dict[str, int] = {
     "down": scalar.DOWN,
     "stochastic": scalar.STOCHASTIC,
 }
-
-FormatArg = Union[Format, str, np.dtype, type]
 
 # The container layouts: IEEE float32 and float64, read through same-width signed int views.
 _CONTAINER = {
@@ -122,7 +120,7 @@ def _run(src: np.ndarray, dst: np.ndarray, params: tuple, backend: str) -> None:
 
 def round_to(
     x: Any,
-    fmt: FormatArg,
+    fmt: FormatLike,
     rounding: str = "nearest_even",
     subnormals: bool = True,
     saturate: bool = False,
@@ -158,14 +156,18 @@ def round_to(
     if _is_device_array(x) and backend in ("auto", "cuda"):
         from .kernels import cuda
 
-        return cuda.round_device(x, f, mode, int(subnormals), int(saturate), _seed_value(seed, mode))
+        return cuda.round_device(
+            x, f, mode, int(subnormals), int(saturate), _seed_value(seed, mode)
+        )
     arr, is_scalar = _as_container(x)
     container, int_dt = _CONTAINER[arr.dtype]
     _check_fits(f, arr.dtype)
     src = np.ascontiguousarray(arr).reshape(-1).view(int_dt)
     out = np.empty_like(src)
     lay = _layout(container)
-    params = lay + _layout(f) + lay + (mode, int(subnormals), int(saturate), _seed_value(seed, mode))
+    params = (
+        lay + _layout(f) + lay + (mode, int(subnormals), int(saturate), _seed_value(seed, mode))
+    )
     _run(src, out, params, "cpu" if backend in ("auto", "cuda") else backend)
     res = out.view(arr.dtype).reshape(arr.shape)
     if is_scalar:
@@ -182,7 +184,7 @@ def _code_dtype(f: Format) -> np.dtype:
 
 def to_bits(
     x: Any,
-    fmt: FormatArg,
+    fmt: FormatLike,
     rounding: str = "nearest_even",
     subnormals: bool = True,
     saturate: bool = False,
@@ -195,8 +197,8 @@ def to_bits(
     Rounding follows :func:`round_to` (same arguments). NaN becomes the format's canonical quiet
     NaN with the input's sign (payloads are not kept).
 
-    >>> hex(int(to_bits(1.0, "fp16"))), hex(int(to_bits(-0.0, "bf16"))), hex(int(to_bits(448, "e4m3")))
-    ('0x3c00', '0x8000', '0x7e')
+    >>> [hex(int(to_bits(v, f))) for v, f in [(1.0, "fp16"), (-0.0, "bf16"), (448, "e4m3")]]
+    ['0x3c00', '0x8000', '0x7e']
     """
     f = get_format(fmt)
     mode = _mode_code(rounding)
@@ -205,9 +207,11 @@ def to_bits(
     src = np.ascontiguousarray(arr).reshape(-1).view(int_dt)
     out = np.empty(src.shape, np.int64)
     params = (
-        _layout(container) + _layout(f) + _layout(f)
+        _layout(container)
+        + _layout(f)
+        + _layout(f)
         + (mode, int(subnormals), int(saturate), _seed_value(seed, mode))
-    )  # fmt: skip
+    )
     _run(src, out, params, backend)
     # The kernel writes the signed (two's-complement) reading of each code; keep the low bits.
     codes = (out & ((1 << f.bits) - 1) if f.bits < 64 else out).astype(_code_dtype(f))
@@ -215,12 +219,12 @@ def to_bits(
     return codes[()] if is_scalar else codes
 
 
-def from_bits(codes: Any, fmt: FormatArg, dtype: Any = None, *, backend: str = "cpu") -> Any:
+def from_bits(codes: Any, fmt: FormatLike, dtype: Any = None, *, backend: str = "cpu") -> Any:
     """The values of bit codes of ``fmt``, in ``dtype`` (default: float32 when every value of the
     format fits, else float64). Codes must be integers in ``[0, 2^bits)``.
 
-    >>> from_bits([0x7BFF, 0x0001, 0xFC00, 0x7E00], "fp16")
-    array([ 6.5504000e+04,  5.9604645e-08,           -inf,            nan], dtype=float32)
+    >>> from_bits([0x7BFF, 0x0001, 0xFC00, 0x7E00], "fp16").tolist()
+    [65504.0, 5.960464477539063e-08, -inf, nan]
     """
     f = get_format(fmt)
     c = np.asarray(codes)
@@ -246,7 +250,7 @@ def from_bits(codes: Any, fmt: FormatArg, dtype: Any = None, *, backend: str = "
     return res[()] if is_scalar else res
 
 
-def _step(x: Any, fmt: FormatArg, direction: int) -> Any:
+def _step(x: Any, fmt: FormatLike, direction: int) -> Any:
     f = get_format(fmt)
     arr, is_scalar = _as_container(x)
     if not f.fits_in(arr.dtype):
@@ -269,29 +273,31 @@ def _step(x: Any, fmt: FormatArg, direction: int) -> Any:
     res = np.asarray(from_bits(new, f, dtype=y.dtype))
     res = np.where(np.isinf(y) & outward, y, res)  # nothing lies beyond ±inf
     res = np.where(np.isnan(y), np.nan, res).astype(y.dtype)
-    return res[()] if is_scalar else res
+    if is_scalar:
+        return float(res[()]) if isinstance(x, (float, int)) else res[()]
+    return res
 
 
-def next_up(x: Any, fmt: FormatArg) -> Any:
+def next_up(x: Any, fmt: FormatLike) -> Any:
     """The smallest value of ``fmt`` greater than ``x`` (+inf past the largest finite value;
     NaN where the format has no infinity).
 
-    >>> next_up(1.0, "fp16"), next_up(0.0, "fp16"), next_up(-0.0, "bf16")
-    (np.float32(1.0009766), np.float32(6e-08), np.float32(9.2e-41))
+    >>> next_up(1.0, "fp16"), next_up(0.0, "fp16") == 2**-24, next_up(65504.0, "fp16")
+    (1.0009765625, True, inf)
     """
     return _step(x, fmt, +1)
 
 
-def next_down(x: Any, fmt: FormatArg) -> Any:
+def next_down(x: Any, fmt: FormatLike) -> Any:
     """The largest value of ``fmt`` less than ``x``.
 
     >>> next_down(1.0, "fp16")
-    np.float32(0.99951172)
+    0.99951171875
     """
     return _step(x, fmt, -1)
 
 
-def ulp(x: Any, fmt: FormatArg) -> Any:
+def ulp(x: Any, fmt: FormatLike) -> Any:
     """The unit in the last place at ``x``: the quantum 2^(e - man_bits) of the binade holding
     |x|, with e clipped to [emin, emax] (so the subnormal spacing below the normal range). Like
     ``np.spacing`` for representable positive x. NaN for inf and NaN.

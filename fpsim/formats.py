@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Union
 
 import numpy as np
 
@@ -216,7 +215,9 @@ class Format:
         extra = "" if self.style == "ieee" else f", style={self.style!r}"
         default_bias = (1 << (self.exp_bits - 1)) - 1
         bias = "" if self.bias == default_bias else f", bias={self.bias}"
-        return f"Format({self.name}: exp_bits={self.exp_bits}, man_bits={self.man_bits}{bias}{extra})"
+        return (
+            f"Format({self.name}: exp_bits={self.exp_bits}, man_bits={self.man_bits}{bias}{extra})"
+        )
 
 
 fp32 = Format(8, 23, name="fp32")
@@ -232,16 +233,31 @@ _BUILTIN: dict[str, Format] = {
 }
 
 _ALIASES: dict[str, str] = {
-    "float32": "fp32", "float": "fp32", "single": "fp32", "f32": "fp32",
-    "float16": "fp16", "half": "fp16", "f16": "fp16", "binary16": "fp16",
-    "bfloat16": "bf16", "bfloat": "bf16",
-    "tensorfloat32": "tf32", "tensorfloat-32": "tf32",
-    "e4m3": "fp8_e4m3", "e4m3fn": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3", "fp8e4m3": "fp8_e4m3",
-    "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2", "fp8e5m2": "fp8_e5m2",
-    "float64": "fp64", "double": "fp64", "f64": "fp64",
-}  # fmt: skip
+    "float32": "fp32",
+    "float": "fp32",
+    "single": "fp32",
+    "f32": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "f16": "fp16",
+    "binary16": "fp16",
+    "bfloat16": "bf16",
+    "bfloat": "bf16",
+    "tensorfloat32": "tf32",
+    "tensorfloat-32": "tf32",
+    "e4m3": "fp8_e4m3",
+    "e4m3fn": "fp8_e4m3",
+    "float8_e4m3fn": "fp8_e4m3",
+    "fp8e4m3": "fp8_e4m3",
+    "e5m2": "fp8_e5m2",
+    "float8_e5m2": "fp8_e5m2",
+    "fp8e5m2": "fp8_e5m2",
+    "float64": "fp64",
+    "double": "fp64",
+    "f64": "fp64",
+}
 
-FormatLike = Union[Format, str, np.dtype, type]
+FormatLike = Format | str | np.dtype | type  # anything get_format accepts
 
 
 def list_formats() -> list[str]:

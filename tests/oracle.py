@@ -72,8 +72,12 @@ def ref_round(x: float, fmt, mode: str = "nearest_even", subnormals: bool = True
         raise ValueError(mode)
     r = k * quantum
     if r > Fraction(f.max):
-        to_max = saturate or mode == "toward_zero" or (mode == "up" and neg) or (
-            mode == "down" and not neg)
+        to_max = (
+            saturate
+            or mode == "toward_zero"
+            or (mode == "up" and neg)
+            or (mode == "down" and not neg)
+        )
         if to_max:
             r = Fraction(f.max)
         else:

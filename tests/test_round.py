@@ -98,7 +98,9 @@ def test_round_spread_values_and_codes(name):
 
 
 def test_fp16_from_float64_matches_numpy_direct_conversion():
-    x = np.concatenate([spread_values(500_000, 3, -30, 17), np.random.default_rng(4).standard_normal(500_000)])
+    x = np.concatenate(
+        [spread_values(500_000, 3, -30, 17), np.random.default_rng(4).standard_normal(500_000)]
+    )
     want = x.astype(np.float16).astype(np.float64)  # numpy's float64 -> float16 is direct
     assert same_bits(fpsim.round_to(x, "fp16"), want).all()
 
@@ -260,7 +262,9 @@ def test_next_up_down_edges():
     # every fp16 value: next_up agrees with numpy's nextafter on float16
     v = fpsim.from_bits(np.arange(0x7C00, dtype=np.uint16), f).astype(np.float16)
     assert (fpsim.next_up(v.astype(np.float32), f) == np.nextafter(v, np.float16(np.inf))).all()
-    assert (fpsim.next_down(-v.astype(np.float32), f) == np.nextafter(-v, np.float16(-np.inf))).all()
+    assert (
+        fpsim.next_down(-v.astype(np.float32), f) == np.nextafter(-v, np.float16(-np.inf))
+    ).all()
 
 
 def test_ulp_matches_numpy_spacing():
@@ -346,7 +350,9 @@ def test_bad_input_errors():
 
 @pytest.mark.parametrize("mode", MODES + ["stochastic"])
 def test_python_reference_equals_cpu_kernel(mode):
-    x32 = np.concatenate([random_f32_patterns(1500, 9), spread_values(1500, 10, -30, 20, np.float32)])
+    x32 = np.concatenate(
+        [random_f32_patterns(1500, 9), spread_values(1500, 10, -30, 20, np.float32)]
+    )
     x64 = np.concatenate([spread_values(1500, 11, -30, 20), [0.0, -0.0, np.inf, -np.inf, np.nan]])
     for fmt in ["fp16", "bf16", "fp8_e4m3", TEXTBOOK]:
         for x in (x32, x64):
@@ -356,14 +362,18 @@ def test_python_reference_equals_cpu_kernel(mode):
                 assert same_bits(a, b).all()
         codes = fpsim.to_bits(x32, fmt, mode, seed=7)
         assert (codes == fpsim.to_bits(x32, fmt, mode, seed=7, backend="python")).all()
-        assert same_bits(fpsim.from_bits(codes, fmt), fpsim.from_bits(codes, fmt, backend="python")).all()
+        assert same_bits(
+            fpsim.from_bits(codes, fmt), fpsim.from_bits(codes, fmt, backend="python")
+        ).all()
 
 
 def test_vectorised_nearest_even_equals_general_routine():
     """The branch-free nearest-even path and scalar.convert give the same bits."""
     from fpsim.kernels import scalar
 
-    x = np.concatenate([random_f32_patterns(3000, 12), spread_values(3000, 13, -140, 128, np.float32)])
+    x = np.concatenate(
+        [random_f32_patterns(3000, 12), spread_values(3000, 13, -140, 128, np.float32)]
+    )
     bits = x.view(np.int32)
     for fmt in ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2", TEXTBOOK, "tf32"]:
         f = fpsim.get_format(fmt)

@@ -22,9 +22,28 @@ from . import scalar
 BLOCK = 4096  # elements per parallel task
 
 
-def _body(src, dst, start, stop,
-          src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
-          dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, seed):  # fmt: skip
+def _body(
+    src,
+    dst,
+    start,
+    stop,
+    src_e,
+    src_m,
+    src_b,
+    src_fn,
+    fmt_e,
+    fmt_m,
+    fmt_b,
+    fmt_fn,
+    dst_e,
+    dst_m,
+    dst_b,
+    dst_fn,
+    mode,
+    subnormals,
+    saturate,
+    seed,
+):
     """Convert src[start:stop] into dst[start:stop]."""
     # Work on slices indexed from 0: numba then knows every index is non-negative, drops the
     # negative-index wrap-around check, and can vectorise pass 1 (about 6x faster).
@@ -36,28 +55,81 @@ def _body(src, dst, start, stop,
             src_e, src_m, src_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate
         )
         for i in range(s.size):  # branch-free: vectorised
-            o[i] = scalar.round_nearest_even_bits(s[i], src_e, src_m, src_b, fmt_m, fmt_b,
-                                                  max_pat, ovf_pat, inf_pat, nan_pat, low_pat)  # fmt: skip
+            o[i] = scalar.round_nearest_even_bits(
+                s[i], src_e, src_m, src_b, fmt_m, fmt_b, max_pat, ovf_pat, inf_pat, nan_pat, low_pat
+            )
         return
     for i in range(s.size):
         rand = scalar.random62(seed, start + i) if mode == scalar.STOCHASTIC else 0
-        o[i] = scalar.convert(int(s[i]),
-                              src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
-                              dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, rand)  # fmt: skip
+        o[i] = scalar.convert(
+            int(s[i]),
+            src_e,
+            src_m,
+            src_b,
+            src_fn,
+            fmt_e,
+            fmt_m,
+            fmt_b,
+            fmt_fn,
+            dst_e,
+            dst_m,
+            dst_b,
+            dst_fn,
+            mode,
+            subnormals,
+            saturate,
+            rand,
+        )
 
 
 _body_jit = njit(cache=True, nogil=True)(_body)
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _convert_parallel(src, dst,
-                      src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
-                      dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, seed):  # fmt: skip
+def _convert_parallel(
+    src,
+    dst,
+    src_e,
+    src_m,
+    src_b,
+    src_fn,
+    fmt_e,
+    fmt_m,
+    fmt_b,
+    fmt_fn,
+    dst_e,
+    dst_m,
+    dst_b,
+    dst_fn,
+    mode,
+    subnormals,
+    saturate,
+    seed,
+):
     nblocks = (src.size + BLOCK - 1) // BLOCK
     for b in prange(nblocks):
-        _body_jit(src, dst, b * BLOCK, min((b + 1) * BLOCK, src.size),
-                  src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
-                  dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, seed)  # fmt: skip
+        _body_jit(
+            src,
+            dst,
+            b * BLOCK,
+            min((b + 1) * BLOCK, src.size),
+            src_e,
+            src_m,
+            src_b,
+            src_fn,
+            fmt_e,
+            fmt_m,
+            fmt_b,
+            fmt_fn,
+            dst_e,
+            dst_m,
+            dst_b,
+            dst_fn,
+            mode,
+            subnormals,
+            saturate,
+            seed,
+        )
 
 
 def convert_array(src: np.ndarray, dst: np.ndarray, params: tuple) -> None:

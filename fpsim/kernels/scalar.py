@@ -238,8 +238,9 @@ def nearest_even_constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormal
 
 
 @register_jitable(inline="always")
-def round_nearest_even_bits(bits, c_e, c_m, c_b, fmt_m, fmt_b,
-                            max_pat, ovf_pat, inf_pat, nan_pat, low_pat):  # fmt: skip
+def round_nearest_even_bits(
+    bits, c_e, c_m, c_b, fmt_m, fmt_b, max_pat, ovf_pat, inf_pat, nan_pat, low_pat
+):
     """Round a container pattern (float32/float64 layout) to the format, ties to even, and
     return the container pattern of the result: the same answer as :func:`convert` with
     ``mode=NEAREST_EVEN`` and src = dst = the container, for *every* input — written without a
@@ -279,11 +280,25 @@ def round_nearest_even_bits(bits, c_e, c_m, c_b, fmt_m, fmt_b,
 
 
 @register_jitable(inline="always")
-def convert(bits,
-            src_e, src_m, src_b, src_fn,
-            fmt_e, fmt_m, fmt_b, fmt_fn,
-            dst_e, dst_m, dst_b, dst_fn,
-            mode, subnormals, saturate, rand62):  # fmt: skip
+def convert(
+    bits,
+    src_e,
+    src_m,
+    src_b,
+    src_fn,
+    fmt_e,
+    fmt_m,
+    fmt_b,
+    fmt_fn,
+    dst_e,
+    dst_m,
+    dst_b,
+    dst_fn,
+    mode,
+    subnormals,
+    saturate,
+    rand62,
+):
     """Read ``bits`` in the src layout, round to the format, write in the dst layout.
 
     ``subnormals=0`` flushes results below the smallest normal to signed zero (after rounding
@@ -319,8 +334,12 @@ def convert(bits,
         elif e > emax or (e == emax and sig > max_sig):
             # 11. Overflow. Round-to-nearest goes to infinity; a directed mode that rounds
             #     toward zero for this sign stops at the largest finite value.
-            to_max = (saturate == 1 or mode == TOWARD_ZERO
-                      or (mode == UP and sign == 1) or (mode == DOWN and sign == 0))  # fmt: skip
+            to_max = (
+                saturate == 1
+                or mode == TOWARD_ZERO
+                or (mode == UP and sign == 1)
+                or (mode == DOWN and sign == 0)
+            )
             if to_max:
                 e = emax
                 sig = max_sig

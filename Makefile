@@ -1,0 +1,42 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each creates .venv if missing and
+# installs the package with what it needs; both are quick when that is already done.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.fpsim-installed
+
+.PHONY: demo test install lint bench verify clean-cache clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m fpsim.demo bits 0.1
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+# The CUDA tests run in their own process: NUMBA_ENABLE_CUDASIM must be set before numba.cuda is
+# first imported (tests/cudasim/conftest.py sets it unless the environment already chose).
+test: $(STAMP) lint
+	$(PY) -m pytest -q --ignore=tests/cudasim --doctest-glob=README.md tests fpsim README.md
+	$(PY) -m pytest -q tests/cudasim
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_round.py
+
+verify: $(STAMP)
+	$(PY) benchmarks/verify_exhaustive.py
+
+# numba's on-disk cache is keyed on the file that holds each kernel; after editing
+# fpsim/kernels/scalar.py alone, clear it so the kernels in cpu.py are recompiled.
+clean-cache:
+	find fpsim -name __pycache__ -type d -prune -exec rm -rf {} +
+
+clean: clean-cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
