@@ -18,6 +18,7 @@ from .formats import (
     list_formats,
     tf32,
 )
+from .inspect import Fields, all_values, compare, explain, fields
 
 __version__ = "0.1.0"
 
@@ -39,4 +40,9 @@ __all__ = [
     "next_up",
     "next_down",
     "ulp",
+    "Fields",
+    "fields",
+    "explain",
+    "all_values",
+    "compare",
 ]

@@ -259,15 +259,16 @@ def _step(x: Any, fmt: FormatLike, direction: int) -> Any:
     y = np.asarray(round_to(arr, f, "down" if direction > 0 else "up"))
     # 2. One code further. Codes of one sign are ordered like magnitudes, so the step changes
     #    the magnitude by one code: outward (+1) when the sign agrees with the direction.
-    codes = np.asarray(to_bits(y, f)).astype(np.int64)
-    sign_bit = np.int64(1) << (f.bits - 1)
+    codes = np.asarray(to_bits(y, f)).astype(np.uint64)
+    sign_bit = np.uint64(1 << (f.bits - 1))
     neg = (codes & sign_bit) != 0
-    mag = codes & (sign_bit - 1)
+    mag = codes & (sign_bit - np.uint64(1))
     outward = (direction > 0) != neg
-    mag2 = np.where(outward, mag + 1, mag - 1)
+    one = np.uint64(1)
+    mag2 = np.where(outward, mag + one, np.maximum(mag, one) - one)
     # From ±0 the step goes to the smallest subnormal of the direction's sign.
     neg2 = np.where(mag == 0, direction < 0, neg)
-    mag2 = np.where(mag == 0, 1, mag2)
+    mag2 = np.where(mag == 0, one, mag2)
     new = np.where(neg2, mag2 | sign_bit, mag2).astype(np.uint64)
     # Past the largest finite value the next code is inf (ieee) or the NaN code (fn): no value.
     res = np.asarray(from_bits(new, f, dtype=y.dtype))

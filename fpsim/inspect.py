@@ -200,13 +200,11 @@ def _parse_float(s: str) -> float:
     """A float from text: decimal (``0.1``, ``-1e-5``, ``inf``, ``nan``) or hex (``0x1.8p-3``)."""
     t = s.strip()
     try:
+        if "0x" in t.lower():
+            return float.fromhex(t)
         return float(t)
     except ValueError:
-        pass
-    try:
-        return float.fromhex(t)
-    except ValueError:
-        raise ValueError(f"not a number: {s!r}") from None
+        raise ValueError(f"not a number: {t!r}") from None
 
 
 def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:

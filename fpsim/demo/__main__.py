@@ -52,8 +52,11 @@ def demo_bits(argv: list[str]) -> int:
         default="fp32,fp16,bf16,fp8_e4m3,fp8_e5m2",
         help="comma-separated format names or aliases (default: %(default)s)",
     )
-    parser.add_argument("--explain", action="store_true",
-                        help="also print the full explanation for each value and format")  # fmt: skip
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="also print the full explanation for each value and format",
+    )
     # argparse takes "-1e-5" for an option; a leading space keeps a negative number positional
     # (float() ignores the space).
     args = parser.parse_args([" " + a if _NEGATIVE_NUMBER.match(a) else a for a in argv])
