@@ -78,7 +78,9 @@ def _seed_value(seed: int | None, mode: int) -> int:
 
 
 def _is_device_array(x: Any) -> bool:
-    return hasattr(x, "__cuda_array_interface__")
+    # __cuda_ndarray__ marks numba's device arrays, including the CUDA simulator's (which have
+    # no __cuda_array_interface__).
+    return hasattr(x, "__cuda_array_interface__") or getattr(x, "__cuda_ndarray__", False)
 
 
 def _as_container(x: Any) -> tuple[np.ndarray, bool]:
