@@ -90,7 +90,7 @@ def test_bins_are_binary_exponents():
     h = RangeHistogram()
     h.add([0.75, 1.0, 1.5, 2.0, -3.0, 2.0**-30, 0.0])
     e, c = h.bins()
-    got = dict(zip(e.tolist(), c.tolist()))
+    got = dict(zip(e.tolist(), c.tolist(), strict=True))
     assert got[-1] == 1 and got[0] == 2 and got[1] == 2 and got[-30] == 1
     assert sum(c) == 6 and h.zero == 1 and h.count == 7
 
