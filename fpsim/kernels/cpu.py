@@ -51,6 +51,11 @@ def _body(
     o = dst[start:stop]
     same = src_fn == 0 and src_e == dst_e and src_m == dst_m and src_b == dst_b
     if mode == scalar.NEAREST_EVEN and same and src_m > fmt_m:
+        if (fmt_e == src_e and fmt_b == src_b and fmt_fn == 0 and subnormals == 1
+                and saturate == 0):  # fmt: skip
+            for i in range(s.size):  # bf16, tf32 in float32: the container's exponent range
+                o[i] = scalar.round_nearest_even_same_range(s[i], src_e, src_m, fmt_m)
+            return
         max_pat, ovf_pat, inf_pat, nan_pat, low_pat = scalar.nearest_even_constants(
             src_e, src_m, src_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate
         )

@@ -280,6 +280,28 @@ def round_nearest_even_bits(
 
 
 @register_jitable(inline="always")
+def round_nearest_even_same_range(bits, c_e, c_m, fmt_m):
+    """:func:`round_nearest_even_bits` for a format with the container's own exponent field
+    (bf16 and tf32 in a float32): the classic "add and mask" needs no range handling then.
+
+    The magnitude bits of an IEEE pattern are ordered like the values and the exponent field
+    sits just above the fraction, so rounding the fraction to ``fmt_m`` bits is: add just under
+    half a quantum, plus one when the last kept bit is odd (so an exact tie carries only from an
+    odd kept part: ties to even), then clear the ``d`` discarded bits. A carry out of the
+    fraction bumps the exponent — exactly right, up to the largest value, past which it lands
+    on the infinity pattern, which is right too. Subnormals share the container's grid. Only
+    NaN needs care: the addition could carry its payload into inf (the bug of the classic bf16
+    trick), so NaN gets the canonical quiet NaN. Valid with subnormals kept, no saturation.
+    """
+    mag = bits & ((1 << (c_e + c_m)) - 1)
+    d = c_m - fmt_m
+    r = ((mag + (1 << (d - 1)) - 1 + ((mag >> d) & 1)) >> d) << d
+    inf = ((1 << c_e) - 1) << c_m
+    r = (inf | (1 << (c_m - 1))) if mag > inf else r
+    return bits - mag + r
+
+
+@register_jitable(inline="always")
 def convert(
     bits,
     src_e,
