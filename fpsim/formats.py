@@ -89,7 +89,13 @@ class Format:
             suffix = "" if self.style == "ieee" else "fn"
             default_bias = (1 << (e - 1)) - 1
             b = "" if self.bias == default_bias else f"_b{self.bias}"
-            object.__setattr__(self, "name", f"e{e}m{m}{suffix}{b}")
+            name = f"e{e}m{m}{suffix}{b}"
+            # "e4m3" is the common alias of OCP fp8_e4m3 (fn style): an IEEE-style E4M3 must
+            # not share that name.
+            alias_of = _ALIASES.get(name) if "_ALIASES" in globals() else None
+            if alias_of is not None and _BUILTIN[alias_of] != self:
+                name += "_ieee"
+            object.__setattr__(self, "name", name)
 
     # ---- sizes -------------------------------------------------------------------------------
     @property
