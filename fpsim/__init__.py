@@ -5,6 +5,29 @@
 0.0999755859375
 """
 
+from . import autograd, data, nn, optim
+from .autograd import (
+    Function,
+    Tensor,
+    arange,
+    cat,
+    enable_grad,
+    full,
+    is_grad_enabled,
+    manual_seed,
+    matmul_accumulation,
+    no_grad,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    set_grad_enabled,
+    stack,
+    tensor,
+    where,
+    zeros,
+    zeros_like,
+)
 from .core import ROUNDING_MODES, from_bits, next_down, next_up, round_to, to_bits, ulp
 from .formats import (
     Format,
@@ -45,4 +68,28 @@ __all__ = [
     "explain",
     "all_values",
     "compare",
+    "autograd",
+    "nn",
+    "optim",
+    "data",
+    "Tensor",
+    "Function",
+    "tensor",
+    "zeros",
+    "ones",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "rand",
+    "randn",
+    "arange",
+    "manual_seed",
+    "cat",
+    "stack",
+    "where",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "matmul_accumulation",
 ]

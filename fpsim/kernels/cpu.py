@@ -20,6 +20,9 @@ from numba import njit, prange
 from . import scalar
 
 BLOCK = 4096  # elements per parallel task
+# Arrays smaller than this run on the calling thread: waking numba's pool for them costs more
+# than it saves, and in a training loop the pool would fight BLAS's threads for the cores.
+PARALLEL_MIN = 1 << 18
 
 
 def _body(
@@ -144,7 +147,7 @@ def convert_array(src: np.ndarray, dst: np.ndarray, params: tuple) -> None:
     layout is ``(exp_bits, man_bits, bias, fn)``. Small arrays skip the thread pool.
     """
     params = tuple(int(p) for p in params)
-    if src.size >= 8 * BLOCK:
+    if src.size >= PARALLEL_MIN:
         _convert_parallel(src, dst, *params)
     else:
         _body_jit(src, dst, 0, src.size, *params)

@@ -1,0 +1,222 @@
+"""Time per training step (forward + backward + SGD step) of a 4-layer MLP, in one process.
+
+Network: Linear(512, 512) -> ReLU -> Linear(512, 512) -> ReLU -> Linear(512, 512) -> ReLU ->
+Linear(512, 10), cross-entropy loss, batch 256, SGD(lr=0.01, momentum=0.9).
+
+Rows ("recipes"):
+
+* ``numpy (hand-written)``: the same network written directly in float32 numpy, backward by
+  hand: the floor for any numpy-based engine;
+* ``fpsim fp32``: ``fpsim.nn.MLP`` + ``F.cross_entropy`` + ``optim.SGD``;
+* ``torch fp32 (CPU)``: the same network in PyTorch, when it is installed.
+
+Each recipe is a factory returning a ``step()`` closure. The recipes take turns in blocks of
+``--block`` steps for ``--rounds`` rounds (so a busy machine slows them alike); the first step
+of every block is not timed (thread pools of the previous recipe may still be spinning). Every
+library runs ``--threads`` threads (default 1, see below). The table reports the median time
+per step and its ratio to hand-written numpy. Target: fpsim fp32 within 1.5x of numpy.
+
+To add rows (e.g. "fpsim fp16 autocast + GradScaler"), append ``(name, factory)`` to
+``RECIPES`` -- see ``add_recipe`` below; ``factory(x, y, weights)`` gets the batch and the
+shared initial weights (float32 arrays ``[(W, b), ...]``, W of shape ``(out, in)``).
+
+    python benchmarks/bench_train.py [--rounds 6] [--block 6] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+# Before numpy/torch start their thread pools: ``--threads N`` (default 1) fixes every pool's
+# size; 0 keeps each library's default. On a small shared machine several spinning pools
+# (OpenBLAS, PyTorch's OpenMP, numba) stall each other for whole scheduler slices, and the
+# timings jump by 10x from run to run; one thread each gives reproducible ratios. Idle OpenMP
+# threads must not spin either (PyTorch's Intel OpenMP spins 200 ms by default).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("KMP_BLOCKTIME", "0")
+_THREADS = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
+if _THREADS != "0":
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[_var] = _THREADS
+
+import numpy as np  # noqa: E402
+
+WIDTH, DEPTH, BATCH, CLASSES = 512, 4, 256, 10
+LR, MOMENTUM = 0.01, 0.9
+
+
+def make_problem(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((BATCH, WIDTH)).astype(np.float32)
+    y = rng.integers(0, CLASSES, BATCH)
+    sizes = [WIDTH] * DEPTH + [CLASSES]
+    weights = []
+    for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+        bound = 1 / np.sqrt(a)
+        W = rng.uniform(-bound, bound, (b, a)).astype(np.float32)
+        bias = rng.uniform(-bound, bound, b).astype(np.float32)
+        weights.append((W, bias))
+    return x, y, weights
+
+
+# ---- recipes ---------------------------------------------------------------------------------
+
+
+def numpy_recipe(x, y, weights):
+    """The network in float32 numpy with a hand-written backward and SGD with momentum."""
+    Ws = [W.copy() for W, _ in weights]
+    bs = [b.copy() for _, b in weights]
+    vel = [None] * (2 * len(Ws))
+    n = x.shape[0]
+    rows = np.arange(n)
+
+    def step():
+        hs = [x]
+        h = x
+        for i, (W, b) in enumerate(zip(Ws, bs, strict=True)):
+            z = h @ W.T + b
+            h = np.maximum(z, 0) if i < len(Ws) - 1 else z
+            hs.append(h)
+        z = h - h.max(1, keepdims=True)
+        e = np.exp(z)
+        s = e.sum(1, keepdims=True)
+        loss = float(np.mean(np.log(s[:, 0]) - z[rows, y]))
+        g = e / s
+        g[rows, y] -= 1
+        g /= np.float32(n)
+        grads = []
+        for i in reversed(range(len(Ws))):
+            gW = g.T @ hs[i]
+            gb = g.sum(0)
+            grads.append((i, gW, gb))
+            if i > 0:
+                g = (g @ Ws[i]) * (hs[i] > 0)
+        for i, gW, gb in grads:
+            for k, (p, gp) in enumerate(((Ws[i], gW), (bs[i], gb))):
+                j = 2 * i + k
+                vel[j] = gp.copy() if vel[j] is None else vel[j] * MOMENTUM + gp
+                p -= LR * vel[j]
+        return loss
+
+    return step
+
+
+def fpsim_fp32_recipe(x, y, weights):
+    from fpsim import nn, optim
+    from fpsim.autograd import tensor
+    from fpsim.nn import functional as F
+
+    model = nn.MLP([WIDTH] * DEPTH + [CLASSES], seed=0)
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    for lin, (W, b) in zip(linears, weights, strict=True):
+        lin.weight.data[...] = W
+        lin.bias.data[...] = b
+    opt = optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    xt, yt = tensor(x), tensor(y)
+
+    def step():
+        loss = F.cross_entropy(model(xt), yt)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def torch_recipe(x, y, weights):
+    import torch
+
+    layers = []
+    for i, (W, b) in enumerate(weights):
+        lin = torch.nn.Linear(W.shape[1], W.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(W))
+            lin.bias.copy_(torch.from_numpy(b))
+        layers.append(lin)
+        if i < len(weights) - 1:
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(xt), yt)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+RECIPES: list[tuple[str, object]] = [
+    ("numpy (hand-written)", numpy_recipe),
+    ("fpsim fp32", fpsim_fp32_recipe),
+]
+
+
+def add_recipe(name: str, factory) -> None:
+    """Add a row (the AMP issue adds "fpsim fp16 autocast + GradScaler" here)."""
+    RECIPES.append((name, factory))
+
+
+def _optional_recipes() -> None:
+    try:
+        import torch  # noqa: F401
+
+        add_recipe("torch fp32 (CPU)", torch_recipe)
+    except ImportError:
+        pass
+    # Placeholder for the next issue:
+    # add_recipe("fpsim fp16 autocast + GradScaler", fpsim_amp_recipe)
+
+
+# ---- running ---------------------------------------------------------------------------------
+
+
+def run(rounds: int = 6, block: int = 6) -> list[tuple[str, float, float, float]]:
+    _optional_recipes()
+    x, y, weights = make_problem()
+    fns = [(name, factory(x, y, weights)) for name, factory in RECIPES]
+    first_losses = {name: fn() for name, fn in fns}  # same weights, same batch: same loss
+    times: dict[str, list[float]] = {name: [] for name, _ in fns}
+    for _ in range(rounds):
+        for name, fn in fns:
+            fn()  # not timed: the switch from the previous recipe
+            for _ in range(block - 1):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    base = statistics.median(times[fns[0][0]])
+    rows = []
+    for name, _ in fns:
+        med = statistics.median(times[name])
+        rows.append((name, med * 1e3, med / base, first_losses[name]))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--block", type=int, default=6)
+    ap.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/numba threads (0: default)")
+    args = ap.parse_args()
+    rows = run(args.rounds, args.block)
+    threads = "default threads" if args.threads == 0 else f"{args.threads} thread(s)"
+    print(
+        f"MLP {WIDTH}x{DEPTH} layers, batch {BATCH}, SGD momentum; median of "
+        f"{args.rounds} x {args.block - 1} timed steps per recipe; {threads}"
+    )
+    print(f"| {'recipe':<34} | {'ms/step':>8} | {'x numpy':>7} | {'first loss':>10} |")
+    print(f"|{'-' * 36}|{'-' * 10}|{'-' * 9}|{'-' * 12}|")
+    for name, ms, ratio, loss in rows:
+        print(f"| {name:<34} | {ms:8.2f} | {ratio:7.2f} | {loss:10.6f} |")
+
+
+if __name__ == "__main__":
+    main()

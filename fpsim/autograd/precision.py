@@ -1,0 +1,217 @@
+"""Precision helpers of the engine: which container and math dtype a format uses, the promotion
+rule, rounding an array to a format, and the one place where matrix products are computed.
+
+>>> from fpsim.formats import fp16, bf16, fp32
+>>> promote_formats([fp16, bf16]).name, promote_formats([fp16, fp32]).name
+('fp32', 'fp32')
+>>> to_format(np.array([0.1, 65520.0]), fp16).tolist()
+[0.0999755859375, inf]
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterable
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..core import round_to
+from ..formats import Format, FormatLike, fp32, fp64, get_format, list_formats
+
+__all__ = [
+    "promote_formats",
+    "contains",
+    "to_format",
+    "math_dtype",
+    "acc_dtype",
+    "matmul_accumulation",
+    "get_matmul_accumulation",
+    "set_matmul_accumulation",
+]
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+
+
+class _Info:
+    """Per-format facts the engine looks up on every op (cached)."""
+
+    __slots__ = ("container", "math", "native", "acc")
+
+    def __init__(self, fmt: Format) -> None:
+        self.container = fmt.container_dtype
+        # The formats numpy computes in natively: a float32 (float64) result *is* an fp32 (fp64)
+        # value, and numpy's cast float64 -> float32 is round-to-nearest-even.
+        self.native = fmt == fp32 or fmt == fp64
+        # The dtype an op's formula is evaluated in: float32 for fp32 (speed; as PyTorch),
+        # float64 for every other format (wider, then one rounding to the format).
+        self.math = F32 if fmt == fp32 else F64
+        # The accumulator of sum/mean/matmul-bias reductions: fp32 for formats stored in float32
+        # (PyTorch's accumulator for fp16/bf16), float64 for fp64 and wider custom formats.
+        self.acc = F32 if self.container == F32 else F64
+
+
+@functools.cache
+def _info(fmt: Format) -> _Info:
+    return _Info(fmt)
+
+
+def math_dtype(fmt: Format) -> np.dtype:
+    """The numpy dtype an op of format ``fmt`` evaluates its formula in (float32 for fp32)."""
+    return _info(fmt).math
+
+
+def acc_dtype(fmt: Format) -> np.dtype:
+    """The accumulator dtype of sum/mean for tensors of ``fmt`` (float32 unless fmt needs fp64)."""
+    return _info(fmt).acc
+
+
+def contains(a: Format, b: Format) -> bool:
+    """True when every value of ``b`` is a value of ``a`` (so converting b -> a is exact)."""
+    if a == b:
+        return True
+    return (
+        a.man_bits >= b.man_bits
+        and a.emin <= b.emin
+        and a.emin - a.man_bits <= b.emin - b.man_bits
+        and a.max >= b.max
+        and (a.has_inf or not b.has_inf)
+    )
+
+
+def promote_formats(fmts: Iterable[Format]) -> Format:
+    """The format an op on inputs of these formats computes in (PyTorch's type promotion).
+
+    * all equal -> that format;
+    * one of them holds every value of all the others -> that one (fp16 + fp32 -> fp32);
+    * otherwise the narrower of fp32 / fp64 that holds them all (fp16 + bf16 -> fp32, as in
+      PyTorch; fp8 formats promote the same way, which PyTorch refuses to do).
+    """
+    fs = list(dict.fromkeys(fmts))  # unique, in order (Format is hashable)
+    if not fs:
+        raise ValueError("promote_formats needs at least one format")
+    if len(fs) == 1:
+        return fs[0]
+    for cand in fs:
+        if all(contains(cand, f) for f in fs):
+            return cand
+    for cand in (fp32, fp64):
+        if all(contains(cand, f) for f in fs):
+            return cand
+    raise TypeError(f"no common format for {', '.join(f.name for f in fs)}")
+
+
+def to_format(
+    x, fmt: Format, rounding: str = "nearest_even", seed: int | None = None
+) -> np.ndarray:
+    """Round an array once to ``fmt`` and return it in ``fmt``'s container dtype.
+
+    float64 input is rounded directly (never through float32). fp32/fp64 with the default
+    rounding use numpy's own IEEE cast (round to nearest even).
+    """
+    info = _info(fmt)
+    a = np.asarray(x)
+    if a.dtype.kind in "iub":
+        a = a.astype(F64)
+    if info.native and rounding == "nearest_even":
+        return a.astype(info.container, copy=False)
+    if a.dtype != F32 and a.dtype != F64:
+        a = a.astype(F64)
+    if not fmt.fits_in(a.dtype):
+        a = a.astype(F64)  # widening: exact
+    r = np.asarray(round_to(a, fmt, rounding=rounding, seed=seed))
+    return r.astype(info.container, copy=False)
+
+
+# ---- matrix products -------------------------------------------------------------------------
+
+_acc_state = threading.local()
+
+
+def get_matmul_accumulation() -> Format | str:
+    """The accumulator of matmul/mm/linear in this thread: a Format (default fp32, as PyTorch
+    and tensor cores) or ``"input"`` (each op accumulates in its own format)."""
+    return getattr(_acc_state, "acc", fp32)
+
+
+def set_matmul_accumulation(acc: FormatLike) -> None:
+    """Set the matmul accumulator for this thread (see :func:`matmul_accumulation`)."""
+    _acc_state.acc = acc if (isinstance(acc, str) and acc == "input") else get_format(acc)
+
+
+@contextmanager
+def matmul_accumulation(acc: FormatLike):
+    """Run matmul/mm/linear with accumulator ``acc`` inside the block.
+
+    >>> from fpsim.autograd import ones
+    >>> x = ones(4096, format="fp16")
+    >>> (x @ x).item()
+    4096.0
+    >>> with matmul_accumulation("input"):        # accumulate in fp16: stops at 2048
+    ...     (x @ x).item()
+    2048.0
+    """
+    old = get_matmul_accumulation()
+    set_matmul_accumulation(acc)
+    try:
+        yield
+    finally:
+        _acc_state.acc = old
+
+
+def resolve_accumulator(acc: FormatLike | None, fmt: Format) -> Format:
+    """The accumulator format of a matrix product in ``fmt``: never narrower than ``fmt``."""
+    if acc is None:
+        acc = get_matmul_accumulation()
+    a = fmt if (isinstance(acc, str) and acc == "input") else get_format(acc)
+    return a if contains(a, fmt) else fmt
+
+
+@functools.lru_cache(maxsize=1)
+def _arith():
+    try:
+        from .. import arith
+    except ImportError:
+        return None
+    return arith if hasattr(arith, "matmul") else None
+
+
+def _matmul_values(a: np.ndarray, b: np.ndarray, fmt: Format, acc: Format) -> np.ndarray:
+    """THE matrix product of the engine (every matmul/mm/linear product, forward and backward,
+    goes through here): arrays holding values of ``fmt``, numpy matmul shapes (batches
+    broadcast) -> ``a @ b`` accumulated in ``acc``, rounded once to ``fmt``, in ``fmt``'s
+    container dtype.
+
+    fp32/fp64 with a same-format accumulator are plain numpy BLAS. Everything else goes to
+    ``fpsim.arith.matmul`` (fp32 accumulation there is "float32 BLAS on the stored values, then
+    one rounding"; other accumulators round after every addition).
+    """
+    info = _info(fmt)
+    if info.native and acc == fmt:
+        return np.matmul(a.astype(info.container, copy=False), b.astype(info.container, copy=False))
+    arith = _arith()
+    if arith is not None:
+        acc_arg = acc.name if acc.name in list_formats() and get_format(acc.name) == acc else acc
+        res = arith.matmul(a, b, fmt, acc=acc_arg)
+        return np.asarray(res).astype(info.container, copy=False)
+    # Fallback until fpsim.arith lands (same semantics).
+    if acc == fp32 or acc == fp64:
+        return to_format(
+            np.matmul(a.astype(acc.container_dtype), b.astype(acc.container_dtype)), fmt
+        )
+    if a.ndim > 2 or b.ndim > 2:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a_b = np.broadcast_to(a, batch + a.shape[-2:])
+        b_b = np.broadcast_to(b, batch + b.shape[-2:])
+        out = np.empty(batch + (a.shape[-2], b.shape[-1]), info.container)
+        for idx in np.ndindex(*batch):
+            out[idx] = _matmul_values(a_b[idx], b_b[idx], fmt, acc)
+        return out
+    # Accumulate in ``acc``, one k at a time: exact product (float64), one rounding per add.
+    a64, b64 = a.astype(F64), b.astype(F64)
+    out = np.zeros((a.shape[0], b.shape[1]), F64)
+    for k in range(a.shape[1]):
+        out = to_format(out + a64[:, k : k + 1] * b64[k : k + 1, :], acc).astype(F64)
+    return to_format(out, fmt)
