@@ -5,7 +5,8 @@
 0.0999755859375
 """
 
-from . import autograd, data, nn, optim
+from . import arith, autograd, data, nn, optim
+from .arith import explain_op, trace_sum
 from .autograd import (
     Function,
     Tensor,
@@ -68,6 +69,9 @@ __all__ = [
     "explain",
     "all_values",
     "compare",
+    "arith",
+    "explain_op",
+    "trace_sum",
     "autograd",
     "nn",
     "optim",

@@ -395,3 +395,461 @@ def random62(seed, index):
     lo = hash32(hash32((index & MASK32) ^ a) ^ b)
     hi = hash32(lo ^ hash32(((index >> 32) & MASK32) ^ b) ^ 0xC2B2AE35)
     return ((hi & 0x3FFFFFFF) << 32) | lo
+
+
+# ==============================================================================================
+# Arithmetic: correctly rounded add, sub, mul, div, sqrt, fma (used by fpsim.arith).
+#
+# Every operation is "compute an exact (or exactly-as-good) float64 stand-in, then round it once
+# with convert". Why each stand-in is good enough is argued in fpsim/arith.py's docstring:
+#   add/sub/fma  two_sum gives the exact result as s + err; rounding s to odd (a sticky last
+#                bit) then rounding once to a format with p <= 51 bits is a correct single
+#                rounding in every mode (Boldo & Melquiond, "Emulation of FMA and correctly
+#                rounded sums: proved algorithms using rounding to odd", IEEE TC 57(4), 2008).
+#   mul          the float64 product of two p <= 25-bit significands is exact.
+#   div, sqrt    float64 round-to-nearest is a correct stand-in when 53 >= 2p + 2 (the exact
+#                result is never within half a float64 ulp of a format value or midpoint
+#                unless it equals it; Figueroa, "When is double rounding innocuous?", 1995).
+#   fp64         add/sub in binary64 itself: two_sum and one step to the neighbouring float64.
+# ==============================================================================================
+
+import math  # noqa: E402
+import struct  # noqa: E402
+
+from llvmlite import ir  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+
+# Operation codes (the integers the arithmetic kernels take).
+OP_ADD = 0
+OP_SUB = 1
+OP_MUL = 2
+OP_DIV = 3
+OP_SQRT = 4
+OP_FMA = 5
+
+F64_MAX = 1.7976931348623157e308  # the largest finite float64, (2 - 2^-52) x 2^1023
+F64_2_1023 = 2.0**1023  # half of 2^1024, the first power of two beyond float64
+
+
+def float64_to_bits(x):
+    """The IEEE binary64 bit pattern of ``x`` as a signed int64 (two's-complement reading).
+
+    In Python: ``struct``; compiled: one LLVM ``bitcast`` (the overload below), which costs
+    nothing and vectorises. ``bits_to_float64`` is the inverse.
+    """
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+def bits_to_float64(b):
+    """The float64 whose bit pattern is the signed int64 ``b`` (inverse of float64_to_bits)."""
+    return struct.unpack("<d", struct.pack("<q", b))[0]
+
+
+@intrinsic
+def _f64_as_i64(typingctx, x):
+    if isinstance(x, types.Float):
+
+        def codegen(context, builder, signature, args):
+            v = args[0]
+            if x.bitwidth < 64:
+                v = builder.fpext(v, ir.DoubleType())  # float32 -> float64 is exact
+            return builder.bitcast(v, ir.IntType(64))
+
+        return types.int64(x), codegen
+    return None
+
+
+@intrinsic
+def _i64_as_f64(typingctx, b):
+    if isinstance(b, types.Integer) and b.bitwidth == 64:
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], ir.DoubleType())
+
+        return types.float64(b), codegen
+    return None
+
+
+@overload(float64_to_bits, target="generic")
+def _float64_to_bits_compiled(x):
+    if isinstance(x, types.Float):
+        return lambda x: _f64_as_i64(x)
+    return None
+
+
+@overload(bits_to_float64, target="generic")
+def _bits_to_float64_compiled(b):
+    if isinstance(b, types.Integer) and b.bitwidth == 64:
+        return lambda b: _i64_as_f64(b)
+    return None
+
+
+@register_jitable
+def pow2(k):
+    """2^k as a float64, exactly, for a normal exponent -1022 <= k <= 1023 (built from bits)."""
+    return bits_to_float64((k + 1023) << 52)
+
+
+@register_jitable
+def round_value(x, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """Round the float64 ``x`` to the format; the result is a float64 (exactly a format value).
+
+    ``convert`` from the float64 layout to the float64 layout, through the format.
+    """
+    bits = convert(
+        float64_to_bits(x),
+        11,
+        52,
+        1023,
+        0,
+        fmt_e,
+        fmt_m,
+        fmt_b,
+        fmt_fn,
+        11,
+        52,
+        1023,
+        0,
+        mode,
+        subnormals,
+        saturate,
+        rand62,
+    )
+    return bits_to_float64(bits)
+
+
+@register_jitable(inline="always")
+def two_sum(a, b):
+    """Knuth's TwoSum: ``s = fl(a + b)`` and ``err`` with ``s + err == a + b`` exactly.
+
+    Six float64 operations, no branch, no condition on the order of |a| and |b|. Exact whenever
+    ``s`` does not overflow (then ``err`` is NaN).
+    """
+    # 12. The rounded sum, then recover what rounding removed from each addend.
+    s = a + b
+    bb = s - a  # the part of s that came from b
+    err = (a - (s - bb)) + (b - bb)
+    return s, err
+
+
+@register_jitable(inline="always")
+def round_to_odd_f64(s, err):
+    """Round the exact value ``s + err`` (``s = fl(s + err)``) to *odd* in float64.
+
+    Rounding to odd keeps ``s`` when it is exact, and otherwise picks, of the two float64
+    neighbours of the exact value, the one whose last significand bit is 1: that bit then acts
+    as a sticky bit recording "something non-zero was here". A later rounding to a format with
+    at most 51 bits of precision sees the right side of every midpoint and so gives the correct
+    single rounding of the exact value, in every rounding mode (Boldo & Melquiond 2008).
+    Branch-free.
+    """
+    # 13. s's neighbour toward the exact value is one step of the bit pattern: +1 moves away
+    #     from zero (for either sign: the pattern orders magnitudes), -1 toward zero.
+    bits = float64_to_bits(s)
+    inexact = (err > 0.0) | (err < 0.0)  # NaN (an overflowed s) counts as exact
+    even = (bits & 1) == 0
+    outward = (err > 0.0) == (s > 0.0)  # the exact value lies beyond s, away from zero
+    step = 1 if outward else -1
+    return bits_to_float64(bits + step) if (inexact & even) else s
+
+
+@register_jitable(inline="always")
+def add_odd(a, b):
+    """``a + b`` rounded to odd in float64 (exact sum when it fits): the add/sub stand-in."""
+    s, err = two_sum(a, b)
+    return round_to_odd_f64(s, err)
+
+
+@register_jitable
+def zero_sum(a, b, mode):
+    """The IEEE 754 (§6.3) zero of an exact sum ``a + b == 0``: +0, but -0 when rounding down,
+    and -0 + -0 = -0 in every mode. Hardware round-to-nearest gives ``a + b``; for DOWN the
+    negated sum of the negations has exactly the wanted sign."""
+    if mode == DOWN:
+        return -((-a) + (-b))
+    return a + b
+
+
+@register_jitable(inline="always")
+def div_float64(a, b):
+    """``a / b`` rounded to nearest in float64, with IEEE results for a zero divisor (plain
+    Python would raise ZeroDivisionError there)."""
+    if b == 0.0:
+        if a != a or a == 0.0:
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return a / b
+
+
+@register_jitable(inline="always")
+def sqrt_float64(a):
+    """``sqrt(a)`` rounded to nearest in float64; NaN below zero, ``sqrt(-0) = -0``."""
+    if a < 0.0:
+        return math.nan
+    return math.sqrt(a)
+
+
+@register_jitable
+def scaled62(x, g, ceil):
+    """``|x| * 2^(62 - g)`` rounded up (``ceil=True``) or down, as an integer, exactly.
+
+    ``x`` is a finite float64 with ``|x| * 2^(62 - g) <= 2^62``: a distance measured in units of
+    a quantum ``2^g``, scaled to the 62 bits that stochastic rounding compares with ``rand62``.
+    Integer shifts on the significand, so no float underflow can spoil it.
+    """
+    sign, cls, e, sig = unpack(float64_to_bits(x), 11, 52, 1023, 0)
+    if cls == ZERO:
+        return 0
+    sh = e - 52 + 62 - g  # |x| = sig * 2^(e - 52)
+    if sh >= 0:
+        return sig << sh
+    if sh < -62:
+        return 1 if ceil else 0  # 0 < |x| * 2^(62-g) < 1 (sig < 2^53)
+    q = sig >> -sh
+    if ceil and (q << -sh) != sig:
+        q += 1
+    return q
+
+
+@register_jitable
+def stochastic_threshold(d, e, g):
+    """``ceil((d + e) * 2^(62 - g))`` for ``0 < d + e < 2^g``, exactly.
+
+    ``d`` is the exact float64 distance from the lower neighbour to ``s`` (a multiple of the
+    float64 ulp of s), ``e`` the exact remainder (``|e| <= ulp(s) / 2``). Stochastic rounding goes
+    to the upper neighbour when ``rand62 < threshold``: probability ``threshold / 2^62``, the
+    exact fraction ``(d + e) / 2^g`` rounded up to a multiple of 2^-62 -- the same rule
+    ``round_significand`` applies to a float64 input.
+    """
+    dc = scaled62(d, g, True)
+    df = scaled62(d, g, False)
+    if e == 0.0 or dc != df:
+        # d is not a whole number of 2^(g-62) units: e is below half a unit and cannot carry
+        # the sum across the next integer.
+        return dc
+    if e > 0.0:
+        return df + scaled62(e, g, True)
+    return df - scaled62(e, g, False)
+
+
+@register_jitable
+def round_sum_stochastic(s, err, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate, rand62):
+    """Stochastically round the exact value ``s + err`` (``s = fl(s + err)``, ``err != 0``) to the
+    format: up (away from zero) with probability exactly ``ceil(f * 2^62) / 2^62``, where f is the
+    fraction of a quantum by which the exact value exceeds its lower neighbour."""
+    # 14. The two format neighbours of the exact value: round its odd stand-in toward zero and
+    #     away from zero (correct for directed modes, Boldo & Melquiond).
+    t = round_to_odd_f64(s, err)
+    lo = round_value(t, fmt_e, fmt_m, fmt_b, fmt_fn, TOWARD_ZERO, 1, 0, 0)
+    hi = round_value(t, fmt_e, fmt_m, fmt_b, fmt_fn, UP if t > 0.0 else DOWN, 1, 0, 0)
+    overflow = math.isinf(hi) or hi != hi
+    if overflow:
+        # Past the largest value the next grid point (max + one quantum) is not a format value.
+        top = (1 << fmt_e) - 1
+        emax = top - fmt_b if fmt_fn == 1 else top - 1 - fmt_b
+        g = emax - fmt_m
+    else:
+        g = unpack(float64_to_bits(hi - lo), 11, 52, 1023, 0)[2]  # hi - lo = 2^g, exact
+    # 15. Distance of the exact value above |lo|, in the direction of growing magnitude: the
+    #     float64 part |s| - |lo| is exact (Sterbenz), the remainder err keeps its exact value.
+    d = abs(s) - abs(lo)
+    e = err if s > 0.0 else -err
+    q = pow2(g)
+    if overflow and (d > q or (d == q and e >= 0.0)):
+        up = True  # at or beyond max + quantum: every choice overflows
+    else:
+        up = rand62 < stochastic_threshold(d, e, g)
+    if not up:
+        r = lo
+    elif overflow:
+        r = lo + math.copysign(q, lo)  # max + quantum: the rounding below overflows it
+    else:
+        r = hi
+    # 16. r is on the format's grid: this rounding is exact; it applies overflow, saturation
+    #     and flush-to-zero exactly as convert does for every other mode.
+    return round_value(r, fmt_e, fmt_m, fmt_b, fmt_fn, STOCHASTIC, subnormals, saturate, 0)
+
+
+@register_jitable
+def add_float64(a, b, mode, saturate, rand62):
+    """``a + b`` correctly rounded to binary64 itself in every mode (fp64 accumulators).
+
+    Round to nearest even is the hardware sum. The other modes start from it: two_sum gives the
+    exact remainder, which says on which side of ``s`` the exact sum lies, and the answer is
+    ``s`` or its float64 neighbour on that side.
+    """
+    s, err = two_sum(a, b)
+    if s == 0.0:
+        return zero_sum(a, b, mode)
+    if s != s:
+        return s
+    neg = s < 0.0
+    to_max = (
+        saturate == 1 or mode == TOWARD_ZERO or (mode == UP and neg) or (mode == DOWN and not neg)
+    )
+    if math.isinf(s):
+        if math.isinf(a) or math.isinf(b):
+            return s  # inf + finite: exact
+        # 17. A finite sum beyond the float64 range.
+        if mode == STOCHASTIC:
+            # Decide in halves (exact: both addends are >= 2^970 here): the neighbours of
+            # (a + b) / 2 are max/2 and 2^1023, one quantum 2^970 apart.
+            h, herr = two_sum(a * 0.5, b * 0.5)
+            hm = abs(h)
+            e = -herr if neg else herr
+            if hm > F64_2_1023 or (hm == F64_2_1023 and e >= 0.0):
+                up = True  # (a + b) / 2 at or beyond 2^1023: overflow for sure
+            else:
+                up = rand62 < stochastic_threshold(hm - F64_MAX * 0.5, e, 970)
+            if not up:
+                return math.copysign(F64_MAX, s)
+            return math.copysign(F64_MAX, s) if saturate == 1 else s
+        return math.copysign(F64_MAX, s) if to_max else s
+    if err == 0.0:
+        return s
+    # 18. The float64 on the far side of the exact value, one bit pattern step from s.
+    outward = (err > 0.0) == (s > 0.0)
+    bits = float64_to_bits(s)
+    nb = bits_to_float64(bits + 1 if outward else bits - 1)
+    if mode == NEAREST_EVEN:
+        r = s
+    elif mode == NEAREST_AWAY:
+        # A tie is err exactly half the gap to nb; away from zero then means nb if outward.
+        r = nb if (outward and abs(nb - s) == 2.0 * abs(err)) else s
+    elif mode == TOWARD_ZERO:
+        r = s if outward else nb
+    elif mode == UP:
+        r = nb if err > 0.0 else s
+    elif mode == DOWN:
+        r = nb if err < 0.0 else s
+    else:  # STOCHASTIC
+        lo = s if outward else nb
+        if math.isinf(nb):
+            g = 971  # s is the largest float64: the next grid point 2^1024 is one quantum away
+        else:
+            g = unpack(float64_to_bits(nb - s), 11, 52, 1023, 0)[2]
+        e = err if s > 0.0 else -err
+        up = rand62 < stochastic_threshold(abs(s) - abs(lo), e, g)
+        if up:
+            r = s if not outward else nb
+        else:
+            r = lo
+    if math.isinf(r) and saturate == 1:
+        return math.copysign(F64_MAX, r)
+    return r
+
+
+@register_jitable
+def add_rounded(x, y, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """``x + y`` (any two float64s) correctly rounded to the format: one rounding of the exact
+    sum, in every mode. The format needs precision <= 51 bits, or must be binary64 itself."""
+    if fmt_m >= 52:
+        r = add_float64(x, y, mode, saturate, rand62)
+        # exact for a binary64 value; applies flush-to-zero
+        return round_value(r, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, 0)
+    s, err = two_sum(x, y)
+    if s == 0.0:
+        s = zero_sum(x, y, mode)
+    if mode == STOCHASTIC and ((err > 0.0) | (err < 0.0)):
+        return round_sum_stochastic(
+            s, err, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate, rand62
+        )
+    t = round_to_odd_f64(s, err)
+    return round_value(t, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+
+
+@register_jitable
+def arith_op(op, a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """One correctly rounded operation on float64 operands, result rounded once to the format.
+
+    ``op``: OP_ADD (a + b), OP_SUB (a - b), OP_MUL (a * b), OP_DIV (a / b), OP_SQRT (sqrt(a); b
+    and c unused), OP_FMA (a * b + c). Preconditions (checked by fpsim.arith): the operands are
+    values of a format with precision p <= 25 for mul/div/sqrt/fma (p <= 51, or binary64, for
+    add/sub), and the format's exponent range keeps the float64 intermediates normal.
+    """
+    if op == OP_MUL:
+        # 19. The float64 product is exact: round it once.
+        return round_value(a * b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+    if op == OP_DIV:
+        # 20. Round-to-nearest in float64 is a correct stand-in for the exact quotient.
+        q = div_float64(a, b)
+        return round_value(q, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+    if op == OP_SQRT:
+        r = sqrt_float64(a)
+        return round_value(r, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+    # 21. add, sub, fma: the exact sum of two float64s (fma: the exact product and c).
+    if op == OP_FMA:
+        x = a * b
+        y = c
+    elif op == OP_SUB:
+        x = a
+        y = -b
+    else:
+        x = a
+        y = b
+    return add_rounded(x, y, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+
+
+@register_jitable(inline="always")
+def stand_in_nearest(op, a, b, c):
+    """The float64 whose round-to-nearest-even to the format equals that of the exact result:
+    the branch-free front half of ``arith_op`` for the default mode (kernels vectorise it)."""
+    if op == OP_MUL:
+        return a * b
+    if op == OP_DIV:
+        return div_float64(a, b)
+    if op == OP_SQRT:
+        return sqrt_float64(a)
+    if op == OP_FMA:
+        return add_odd(a * b, c)
+    if op == OP_SUB:
+        return add_odd(a, -b)
+    return add_odd(a, b)
+
+
+@register_jitable
+def add(a, b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """``a + b`` correctly rounded to the format (float64 result)."""
+    return arith_op(
+        OP_ADD, a, b, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+    )
+
+
+@register_jitable
+def sub(a, b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """``a - b`` correctly rounded to the format (float64 result)."""
+    return arith_op(
+        OP_SUB, a, b, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+    )
+
+
+@register_jitable
+def mul(a, b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """``a * b`` correctly rounded to the format (float64 result)."""
+    return arith_op(
+        OP_MUL, a, b, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+    )
+
+
+@register_jitable
+def div(a, b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """``a / b`` correctly rounded to the format (float64 result)."""
+    return arith_op(
+        OP_DIV, a, b, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+    )
+
+
+@register_jitable
+def sqrt(a, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """``sqrt(a)`` correctly rounded to the format (float64 result)."""
+    return arith_op(
+        OP_SQRT, a, 0.0, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+    )
+
+
+@register_jitable
+def fma(a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+    """``a * b + c`` with one rounding to the format (float64 result)."""
+    return arith_op(
+        OP_FMA, a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+    )

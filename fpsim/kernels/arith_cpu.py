@@ -1,0 +1,414 @@
+"""numba CPU kernels for :mod:`fpsim.arith`, built from the scalar operations in
+:mod:`fpsim.kernels.scalar` (``arith_op``, ``add_rounded``, ``round_value``, ...).
+
+Three kernels, each parallel over independent outputs and compiled once for every format and
+mode (format parameters are plain int64 arguments; ``cache=True`` keeps them on disk):
+
+* :func:`count_not_in_format` -- how many values of an array are not values of a format (the
+  input check of every operation);
+* :func:`elementwise` -- one operation per element, parallel over blocks of elements;
+* :func:`matmul` -- ``out[b, i, j] = sum_k A[b, i, k] * B[b, k, j]`` with every partial sum
+  rounded to an accumulator format, parallel over the rows ``(b, i)``; ``sum`` and ``dot`` are
+  this kernel with a column of ones or a single row. Each output element is reduced in its own
+  fixed order (sequential or pairwise), so the result does not depend on the thread count.
+
+Speed. In the default mode (round to nearest even, to a format with fewer than 52 fraction
+bits) the kernels use the branch-free forms: the float64 stand-in of the exact result
+(``scalar.stand_in_nearest``: two_sum + round-to-odd, the product, the quotient, the root) and
+``scalar.round_nearest_even_bits``, which LLVM vectorises; the matmul kernel keeps a row of
+accumulators and runs the innermost loop across the columns ``j`` (independent chains), so even
+the strictly sequential reduction of each element vectorises. Every other mode runs the
+general ``scalar.arith_op`` / ``scalar.add_rounded`` per element. Both paths are tested against
+exact rational arithmetic.
+
+Stochastic rounding draws ``scalar.random62(seed, index)`` with a documented index per rounding
+(see :func:`matmul`), identical on the CPU, the GPU and the pure-Python reference.
+
+All kernels take float32 or float64 arrays (one dtype per call); they compute in float64.
+"""
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from . import scalar
+
+BLOCK = 16384  # elements per parallel task (elementwise kernels)
+# Below this many elements one thread is faster than waking the pool: on a small or busy machine
+# every parallel region also waits for its slowest thread's time slice.
+PARALLEL_MIN = 1 << 20
+STACK = 64  # levels of the pairwise stack: enough for 2^64 terms
+
+
+@register_jitable
+def _constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate):
+    """``scalar.nearest_even_constants`` behind an ordinary call (inlining that function twice
+    into one kernel trips a numba IR check); computed once per block, so the call is free."""
+    return scalar.nearest_even_constants(
+        c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate
+    )
+
+
+@register_jitable(inline="always")
+def _rne(t, fmt_m, fmt_b, max_pat, ovf_pat, inf_pat, nan_pat, low_pat):
+    """Round the float64 ``t`` to the format, nearest even, branch-free (float64 result)."""
+    bits = scalar.round_nearest_even_bits(
+        scalar.float64_to_bits(t),
+        11,
+        52,
+        1023,
+        fmt_m,
+        fmt_b,
+        max_pat,
+        ovf_pat,
+        inf_pat,
+        nan_pat,
+        low_pat,
+    )
+    return scalar.bits_to_float64(bits)
+
+
+# ---- input check -------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, error_model="numpy")
+def _count_body(x, start, stop, fmt_e, fmt_m, fmt_b, fmt_fn):
+    mp, op, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
+    s = x[start:stop]
+    bad = 0
+    for i in range(s.size):
+        v = np.float64(s[i])
+        b = scalar.float64_to_bits(v)
+        r = scalar.round_nearest_even_bits(b, 11, 52, 1023, fmt_m, fmt_b, mp, op, ip, np_, lp)
+        bad += (r != b) & (v == v)  # NaN is a value of every format
+    return bad
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
+def _count_parallel(x, fmt_e, fmt_m, fmt_b, fmt_fn):
+    nblocks = (x.size + BLOCK - 1) // BLOCK
+    counts = np.zeros(nblocks, np.int64)
+    for b in prange(nblocks):
+        counts[b] = _count_body(
+            x, b * BLOCK, min((b + 1) * BLOCK, x.size), fmt_e, fmt_m, fmt_b, fmt_fn
+        )
+    return counts.sum()
+
+
+def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
+    """Number of non-NaN elements of the contiguous 1-D float32/float64 array ``x`` that are not
+    exactly values of the format ``(exp_bits, man_bits, bias, fn)`` (a format with fewer than 52
+    fraction bits; every float64 is a binary64 value)."""
+    e, m, b, fn = (int(p) for p in fmt_params)
+    if x.size >= PARALLEL_MIN:
+        return int(_count_parallel(x, e, m, b, fn))
+    return int(_count_body(x, 0, x.size, e, m, b, fn))
+
+
+# ---- round to nearest even, one thread (small arrays) ------------------------------------------
+@njit(cache=True, nogil=True, error_model="numpy")
+def _round_nearest_body(x, out, fmt_e, fmt_m, fmt_b, fmt_fn):
+    mp, op_, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
+    for i in range(x.size):
+        out[i] = _rne(np.float64(x[i]), fmt_m, fmt_b, mp, op_, ip, np_, lp)
+
+
+def round_nearest(x: np.ndarray, out: np.ndarray, fmt_params: tuple) -> None:
+    """``out[i] = x[i]`` rounded to nearest even in the format (``man_bits < 52``), on one
+    thread: for the arrays too small for the thread pool of :func:`fpsim.round_to`. ``x`` and
+    ``out``: C-contiguous 1-D float32/float64 arrays of one size."""
+    _round_nearest_body(x, out, *(int(p) for p in fmt_params))
+
+
+# ---- elementwise -------------------------------------------------------------------------------
+@register_jitable(inline="always")
+def _not_in(v, fmt_m, fmt_b, mp, op_, ip, np_, lp):
+    """1 when the float64 v is not NaN and not a value of the format (nearest-even check)."""
+    b = scalar.float64_to_bits(v)
+    r = scalar.round_nearest_even_bits(b, 11, 52, 1023, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+    return (r != b) & (v == v)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _ew_body(
+    op, a, b, c, out, start, stop, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat, seed, nchk
+):
+    """out[i] = op(a[i], b[i], c[i]) rounded to the format, for start <= i < stop.
+
+    Returns how many of the first ``nchk`` operands' elements are not values of the format (the
+    input check, fused into the same pass; 0 when ``nchk == 0``).
+    """
+    x = a[start:stop]
+    y = b[start:stop]
+    z = c[start:stop]
+    o = out[start:stop]
+    n = x.size
+    # the input check uses round-to-nearest-even constants without flushing or saturation
+    cm, co, ci, cn, cl = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
+    bad = 0
+    if nchk >= 1:
+        for i in range(n):
+            bad += _not_in(np.float64(x[i]), fmt_m, fmt_b, cm, co, ci, cn, cl)
+    if nchk >= 2:
+        for i in range(n):
+            bad += _not_in(np.float64(y[i]), fmt_m, fmt_b, cm, co, ci, cn, cl)
+    if nchk >= 3:
+        for i in range(n):
+            bad += _not_in(np.float64(z[i]), fmt_m, fmt_b, cm, co, ci, cn, cl)
+    if mode == scalar.NEAREST_EVEN and fmt_m < 52:
+        mp, op_, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, subn, sat)
+        # One loop per operation (the operation is loop-invariant): each is branch-free and
+        # vectorises.
+        if op == scalar.OP_ADD:
+            for i in range(n):
+                t = scalar.add_odd(np.float64(x[i]), np.float64(y[i]))
+                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+        elif op == scalar.OP_SUB:
+            for i in range(n):
+                t = scalar.add_odd(np.float64(x[i]), -np.float64(y[i]))
+                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+        elif op == scalar.OP_MUL:
+            for i in range(n):
+                t = np.float64(x[i]) * np.float64(y[i])
+                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+        elif op == scalar.OP_FMA:
+            for i in range(n):
+                t = scalar.add_odd(np.float64(x[i]) * np.float64(y[i]), np.float64(z[i]))
+                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+        elif op == scalar.OP_DIV:
+            for i in range(n):
+                t = scalar.div_float64(np.float64(x[i]), np.float64(y[i]))
+                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+        else:
+            for i in range(n):
+                t = scalar.sqrt_float64(np.float64(x[i]))
+                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+        return bad
+    for i in range(n):
+        rand = scalar.random62(seed, start + i) if mode == scalar.STOCHASTIC else 0
+        o[i] = scalar.arith_op(
+            op,
+            np.float64(x[i]),
+            np.float64(y[i]),
+            np.float64(z[i]),
+            fmt_e,
+            fmt_m,
+            fmt_b,
+            fmt_fn,
+            mode,
+            subn,
+            sat,
+            rand,
+        )
+    return bad
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def _ew_parallel(op, a, b, c, out, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat, seed, nchk):
+    nblocks = (a.size + BLOCK - 1) // BLOCK
+    bad = np.zeros(nblocks, np.int64)
+    for blk in prange(nblocks):
+        bad[blk] = _ew_body(
+            op,
+            a,
+            b,
+            c,
+            out,
+            blk * BLOCK,
+            min((blk + 1) * BLOCK, a.size),
+            fmt_e,
+            fmt_m,
+            fmt_b,
+            fmt_fn,
+            mode,
+            subn,
+            sat,
+            seed,
+            nchk,
+        )
+    return bad.sum()
+
+
+def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, saturate, seed,
+                check: int = 0) -> int:  # fmt: skip
+    """``out[i] = op(a[i], b[i], c[i])`` correctly rounded to the format.
+
+    ``a, b, c, out``: C-contiguous 1-D arrays of one dtype (float32 or float64) and one size
+    (pass ``a`` for operands an operation does not use). ``op``: ``scalar.OP_*``.
+    ``fmt_params``: ``(exp_bits, man_bits, bias, fn)``. Element ``i`` of a stochastic rounding
+    uses ``random62(seed, i)``, as :func:`fpsim.round_to` does. ``check``: how many of the
+    operands ``a, b, c`` to check, in the same pass, for values that are not values of the
+    format (requires ``man_bits < 52``); returns the number found (the results are then
+    meaningless).
+    """
+    args = (int(op), a, b, c, out) + tuple(int(p) for p in fmt_params)
+    args += (int(mode), int(subnormals), int(saturate), int(seed), int(check))
+    if a.size >= PARALLEL_MIN:
+        return int(_ew_parallel(*args))
+    return int(_ew_body(*args[:5], 0, a.size, *args[5:]))
+
+
+# ---- reductions: matmul, dot, sum ----------------------------------------------------------------
+@njit(cache=True, nogil=True, error_model="numpy")
+def _matmul_row(
+    A, B, out, bi, i, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, out_fn,
+    mode, subn, sat, seed, pairwise, rounded, unit_b,
+):  # fmt: skip
+    """Row ``out[bi, i, :]``: every column j reduced in the same fixed order (see matmul)."""
+    K = A.shape[2]
+    m = 1 if unit_b else B.shape[2]
+    S = np.empty(m)  # the running accumulator of each column j
+    T = np.empty(m)  # the current term of each column
+    fast = mode == scalar.NEAREST_EVEN and acc_m < 52
+    stoch = mode == scalar.STOCHASTIC
+    stride = 2 * K + 1  # rounding events per output element (see matmul's docstring)
+    base = (bi * A.shape[1] + i) * m  # flat index of out[bi, i, 0]
+    mp, op_, ip, np_, lp = _constants(11, 52, 1023, acc_e, acc_m, acc_b, acc_fn, subn, sat)
+    if pairwise:
+        stack = np.empty((STACK, m))
+    else:
+        stack = np.empty((1, 1))
+    cnt = 0  # accumulator roundings done so far (the same count for every column)
+    for k in range(K):
+        # 1. The terms of step k: the exact products A[i, k] * B[k, j] (exact in float64),
+        #    rounded to the accumulator first when products are "rounded".
+        a = np.float64(A[bi, i, k])
+        if unit_b:  # a sum: the terms are A's values themselves (B is a column of ones)
+            T[0] = a
+        else:
+            brow = B[bi, k]
+            for j in range(m):
+                T[j] = a * np.float64(brow[j])
+        if rounded:
+            if fast:
+                for j in range(m):
+                    T[j] = _rne(T[j], acc_m, acc_b, mp, op_, ip, np_, lp)
+            else:
+                for j in range(m):
+                    rand = scalar.random62(seed, (base + j) * stride + 2 * k) if stoch else 0
+                    T[j] = scalar.round_value(
+                        T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                    )
+        if not pairwise:
+            # 2a. Sequential: S = round(S + T), left to right; the first term is rounded alone.
+            if k == 0:
+                if fast:
+                    for j in range(m):
+                        S[j] = _rne(T[j], acc_m, acc_b, mp, op_, ip, np_, lp)
+                else:
+                    for j in range(m):
+                        rand = scalar.random62(seed, (base + j) * stride + 1) if stoch else 0
+                        S[j] = scalar.round_value(
+                            T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                        )
+            elif fast:
+                for j in range(m):
+                    t = scalar.add_odd(S[j], T[j])
+                    S[j] = _rne(t, acc_m, acc_b, mp, op_, ip, np_, lp)
+            else:
+                for j in range(m):
+                    r = (base + j) * stride + 2 * k + 1
+                    rand = scalar.random62(seed, r) if stoch else 0
+                    S[j] = scalar.add_rounded(
+                        S[j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                    )
+            cnt = k + 1
+        else:
+            # 2b. Pairwise, as a binary counter: term k enters level 0; while the level holds a
+            #     partial sum of the same size, merge the two (rounded) and carry one level up.
+            lvl = 0
+            c = k
+            while c & 1:
+                if fast:
+                    for j in range(m):
+                        t = scalar.add_odd(stack[lvl, j], T[j])
+                        T[j] = _rne(t, acc_m, acc_b, mp, op_, ip, np_, lp)
+                else:
+                    for j in range(m):
+                        rand = (
+                            scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
+                        )
+                        T[j] = scalar.add_rounded(
+                            stack[lvl, j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                        )  # fmt: skip
+                cnt += 1
+                c >>= 1
+                lvl += 1
+            for j in range(m):
+                stack[lvl, j] = T[j]
+    if pairwise and K > 0:
+        # 3. The leftover blocks (one per set bit of K, largest first in the data) are merged
+        #    from the smallest (rightmost) up: the sum of the first 2^a terms plus the pairwise
+        #    sum of the rest -- recursive halving at the largest power of two below the length.
+        have = False
+        for lvl in range(STACK):
+            if (K >> lvl) & 1:
+                if not have:
+                    for j in range(m):
+                        S[j] = stack[lvl, j]
+                    have = True
+                else:
+                    for j in range(m):
+                        rand = (
+                            scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
+                        )
+                        S[j] = scalar.add_rounded(
+                            stack[lvl, j], S[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                        )  # fmt: skip
+                    cnt += 1
+        if K == 1 and not rounded:
+            # A single exact term is a partial sum too: round it to the accumulator.
+            for j in range(m):
+                rand = scalar.random62(seed, (base + j) * stride + 1) if stoch else 0
+                S[j] = scalar.round_value(S[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+    if K == 0:
+        for j in range(m):
+            S[j] = 0.0
+    # 4. One final rounding to the output format.
+    for j in range(m):
+        rand = scalar.random62(seed, (base + j) * stride + 2 * K) if stoch else 0
+        out[bi, i, j] = scalar.round_value(S[j], out_e, out_m, out_b, out_fn, mode, subn, sat, rand)
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def _matmul_parallel(
+    A, B, out, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, out_fn,
+    mode, subn, sat, seed, pairwise, rounded, unit_b,
+):  # fmt: skip
+    nrows = A.shape[0] * A.shape[1]
+    for r in prange(nrows):
+        _matmul_row(
+            A, B, out, r // A.shape[1], r % A.shape[1], acc_e, acc_m, acc_b, acc_fn,
+            out_e, out_m, out_b, out_fn, mode, subn, sat, seed, pairwise, rounded, unit_b,
+        )  # fmt: skip
+
+
+def matmul(A, B, out, acc_params, out_params, mode, subnormals, saturate, seed, pairwise, rounded):
+    """``out[b, i, j] = round_out(reduce_k A[b, i, k] * B[b, k, j])``, every partial sum rounded
+    to the accumulator format.
+
+    ``A``: (nb, n, K), ``B``: (nb, K, m) or None (a column of ones: a row sum of A), both
+    C-contiguous float64; ``out``: (nb, n, m) float64. ``acc_params``/``out_params``:
+    ``(exp_bits, man_bits, bias, fn)``. ``pairwise``: 0 sequential, 1 pairwise. ``rounded``: 1
+    rounds each product to the accumulator before it is added, 0 adds the exact product (fused,
+    as tensor cores do).
+
+    Order. Sequential: ``s = acc(p_0)``, then ``s = acc(s + p_k)`` for k = 1, 2, ...; pairwise:
+    ``P(p_0..p_{n-1}) = acc(P(first h) + P(rest))`` with h the largest power of two below n, a
+    lone term being rounded only when it is the whole reduction. Then ``round_out(s)``.
+
+    Stochastic rounding: the rounding events of output element o (flat index into ``out``) use
+    ``random62(seed, o * (2K + 1) + r)`` with ``r = 2k`` for rounding product k, ``r = 2c + 1``
+    for the c-th accumulator rounding (in the order performed) and ``r = 2K`` for the final one.
+    """
+    unit_b = B is None
+    if unit_b:
+        B = np.ones((1, 1, 1))
+    m = out.shape[2]
+    args = (A, B, out) + tuple(int(p) for p in acc_params) + tuple(int(p) for p in out_params)
+    args += (int(mode), int(subnormals), int(saturate), int(seed), bool(pairwise), bool(rounded))
+    args += (unit_b,)
+    if A.shape[0] * A.shape[1] > 1 and A.shape[0] * A.shape[1] * A.shape[2] * m >= PARALLEL_MIN:
+        _matmul_parallel(*args)
+    else:
+        for bi in range(A.shape[0]):
+            for i in range(A.shape[1]):
+                _matmul_row(*args[:3], bi, i, *args[3:])

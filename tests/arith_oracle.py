@@ -1,0 +1,306 @@
+"""Exact oracles for fpsim.arith, written from the definition of rounding, independent of fpsim.
+
+* :func:`round_rational` rounds an exact ``fractions.Fraction`` to a format in any mode;
+  stochastic rounding goes up when the given 62 random bits ``rand62 < ceil(f * 2^62)``, f the
+  exact fraction of a quantum above the lower neighbour (fpsim's documented rule).
+* :func:`round_sqrt` rounds ``sqrt(a)`` exactly (integer square roots, no floating point).
+* :func:`op_oracle` computes an operation's exact result with Fractions and rounds it once,
+  IEEE specials and signed zeros included.
+* :func:`round_vec` is the same definition vectorised with numpy for values that are exact
+  float64s (all fp8 sums and products), so the exhaustive fp8 tests stay fast; a test checks it
+  against :func:`round_rational`.
+* :func:`reduce_reference` re-implements the documented sequential and pairwise orders with
+  exact rational arithmetic and the oracle rounding at every step.
+
+Nothing here calls fpsim's kernels; formats are only read for their parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+import fpsim
+
+MODES = ["nearest_even", "nearest_away", "toward_zero", "up", "down"]
+ALL_MODES = MODES + ["stochastic"]
+
+
+def _pow2(k: int) -> Fraction:
+    return Fraction(1 << k) if k >= 0 else Fraction(1, 1 << -k)
+
+
+def _binade(a: Fraction) -> int:
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    return e if _pow2(e) <= a else e - 1
+
+
+def _finish(neg, k, quantum, f, mode, subnormals, saturate):
+    """Scale, handle overflow and flush-to-zero, attach the sign."""
+    r = k * quantum
+    if r > Fraction(f.max):
+        to_max = (
+            saturate
+            or mode == "toward_zero"
+            or (mode == "up" and neg)
+            or (mode == "down" and not neg)
+        )
+        if to_max:
+            r = Fraction(f.max)
+        elif f.has_inf:
+            return -math.inf if neg else math.inf
+        else:
+            return math.nan
+    if not subnormals and 0 < r < Fraction(f.min_normal):
+        r = Fraction(0)
+    v = float(r)  # exact: r is a format value
+    return -v if neg else v
+
+
+def _decide(neg, lo, cmp_half, exact, ceil62, mode, rand62):
+    """The integer multiple of the quantum chosen by the mode (lo = floor of |x| / quantum)."""
+    if exact:
+        return lo
+    if mode == "nearest_even":
+        return lo + 1 if cmp_half > 0 or (cmp_half == 0 and lo % 2 == 1) else lo
+    if mode == "nearest_away":
+        return lo + 1 if cmp_half >= 0 else lo
+    if mode == "toward_zero":
+        return lo
+    if mode == "up":
+        return lo if neg else lo + 1
+    if mode == "down":
+        return lo + 1 if neg else lo
+    if mode == "stochastic":
+        return lo + 1 if rand62 < ceil62 else lo
+    raise ValueError(mode)
+
+
+def round_rational(q: Fraction, fmt, mode="nearest_even", subnormals=True, saturate=False,
+                   rand62=0, zero_sign=1.0) -> float:  # fmt: skip
+    """Round the exact rational ``q`` to ``fmt``; an exact zero gets the sign of zero_sign."""
+    f = fpsim.get_format(fmt)
+    if q == 0:
+        return math.copysign(0.0, zero_sign)
+    neg = q < 0
+    a = abs(q)
+    quantum = _pow2(max(_binade(a), f.emin) - f.man_bits)
+    n = a / quantum
+    lo = math.floor(n)
+    rem = n - lo
+    half = Fraction(1, 2)
+    cmp_half = (rem > half) - (rem < half)
+    ceil62 = math.ceil(rem * 2**62)
+    k = _decide(neg, lo, cmp_half, rem == 0, ceil62, mode, rand62)
+    return _finish(neg, k, quantum, f, mode, subnormals, saturate)
+
+
+def round_sqrt(a: Fraction, fmt, mode="nearest_even", subnormals=True, saturate=False,
+               rand62=0) -> float:  # fmt: skip
+    """Round ``sqrt(a)`` (a >= 0 rational) to ``fmt`` exactly, with integer square roots."""
+    f = fpsim.get_format(fmt)
+    if a == 0:
+        return 0.0
+    e = _binade(a) // 2  # floor(log2(sqrt(a)))
+    quantum = _pow2(max(e, f.emin) - f.man_bits)
+    n2 = a / quantum**2  # (sqrt(a) / quantum)^2
+    lo = math.isqrt(math.floor(n2))
+    exact = Fraction(lo) ** 2 == n2
+    mid2 = (Fraction(2 * lo + 1, 2)) ** 2
+    cmp_half = (n2 > mid2) - (n2 < mid2)
+    # ceil(frac * 2^62) with frac = sqrt(n2) - lo: ceil(sqrt(n2 * 4^62)) - lo * 2^62
+    big = n2 * 4**62
+    c = math.ceil(big)
+    ceil62 = math.isqrt(c - 1) + 1 - lo * 2**62
+    k = _decide(False, lo, cmp_half, exact, ceil62, mode, rand62)
+    return _finish(False, k, quantum, f, mode, subnormals, saturate)
+
+
+def op_oracle(op: str, args, fmt, mode="nearest_even", subnormals=True, saturate=False,
+              rand62=0) -> float:  # fmt: skip
+    """The correctly rounded result of ``op`` (add, sub, mul, div, sqrt, fma) on floats."""
+    x = [float(v) for v in args]
+    f = fpsim.get_format(fmt)
+    kw = dict(mode=mode, subnormals=subnormals, saturate=saturate, rand62=rand62)
+    if any(math.isnan(v) for v in x):
+        return math.nan
+    if op == "sub":
+        op, x = "add", [x[0], -x[1]]
+    if op == "fma":
+        a, b, c = x
+        if (math.isinf(a) and b == 0) or (math.isinf(b) and a == 0):
+            return math.nan
+        if math.isinf(a) or math.isinf(b):
+            p = math.copysign(math.inf, a) * math.copysign(1.0, b)
+            if math.isinf(c) and c != p:
+                return math.nan
+            return _special(p, f, saturate)
+        if math.isinf(c):
+            return _special(c, f, saturate)
+        prod = Fraction(a) * Fraction(b)
+        psign = math.copysign(1.0, a) * math.copysign(1.0, b)
+        return _sum_oracle(prod, psign, Fraction(c), math.copysign(1.0, c), f, **kw)
+    if op == "add":
+        a, b = x
+        if math.isinf(a) or math.isinf(b):
+            if math.isinf(a) and math.isinf(b) and a != b:
+                return math.nan
+            return _special(a if math.isinf(a) else b, f, saturate)
+        return _sum_oracle(Fraction(a), math.copysign(1.0, a), Fraction(b),
+                           math.copysign(1.0, b), f, **kw)  # fmt: skip
+    if op == "mul":
+        a, b = x
+        sign = math.copysign(1.0, a) * math.copysign(1.0, b)
+        if math.isinf(a) or math.isinf(b):
+            if a == 0 or b == 0:
+                return math.nan
+            return _special(math.copysign(math.inf, sign), f, saturate)
+        return round_rational(Fraction(a) * Fraction(b), f, zero_sign=sign, **kw)
+    if op == "div":
+        a, b = x
+        sign = math.copysign(1.0, a) * math.copysign(1.0, b)
+        if math.isinf(a) and math.isinf(b) or (a == 0 and b == 0):
+            return math.nan
+        if math.isinf(a) or b == 0:
+            return _special(math.copysign(math.inf, sign), f, saturate)
+        if math.isinf(b):
+            return math.copysign(0.0, sign)
+        return round_rational(Fraction(a) / Fraction(b), f, zero_sign=sign, **kw)
+    if op == "sqrt":
+        (a,) = x
+        if a < 0:
+            return math.nan
+        if a == 0:
+            return a
+        if math.isinf(a):
+            return _special(a, f, saturate)
+        return round_sqrt(Fraction(a), f, **kw)
+    raise ValueError(op)
+
+
+def _special(v: float, f, saturate: bool) -> float:
+    """An infinite result: inf where the format has it, else NaN (or +-max when saturating)."""
+    if f.has_inf:
+        return v
+    return math.copysign(f.max, v) if saturate else math.nan
+
+
+def _sum_oracle(x: Fraction, xsign, y: Fraction, ysign, f, mode, **kw) -> float:
+    s = x + y
+    if s == 0:
+        # IEEE 754 6.3: an exact zero sum is +0 except when rounding down (-0); -0 + -0 = -0.
+        both_zero = x == 0 and y == 0
+        if both_zero and xsign == ysign:
+            return math.copysign(0.0, xsign)  # +0 + +0 = +0, -0 + -0 = -0 in every mode
+        return -0.0 if mode == "down" else 0.0
+    return round_rational(s, f, mode=mode, **kw)
+
+
+# ---- vectorised definition for exact float64 values ---------------------------------------------
+def round_vec(x: np.ndarray, fmt, mode="nearest_even", rand62=None, subnormals=True,
+              saturate=False) -> np.ndarray:  # fmt: skip
+    """Round float64 values (each an *exact* result) to ``fmt`` by the definition, vectorised.
+
+    Non-finite inputs pass through (NaN; inf -> inf or NaN/max for finite-only formats). Zero
+    stays as it is (its sign is the caller's business).
+    """
+    f = fpsim.get_format(fmt)
+    x = np.asarray(x, np.float64)
+    a = np.abs(x)
+    neg = np.signbit(x)
+    finite = np.isfinite(a) & (a > 0)
+    safe = np.where(finite, a, 1.0)
+    _, E = np.frexp(safe)  # safe = m 2^E, 0.5 <= m < 1: binade E - 1
+    q = np.maximum(E - 1, f.emin) - f.man_bits
+    quantum = np.ldexp(1.0, q)
+    n = safe / quantum  # exact (power-of-two scaling)
+    lo = np.floor(n)
+    rem = n - lo  # exact
+    odd = np.fmod(lo, 2) == 1
+    if mode == "nearest_even":
+        up = (rem > 0.5) | ((rem == 0.5) & odd)
+    elif mode == "nearest_away":
+        up = rem >= 0.5
+    elif mode == "toward_zero":
+        up = np.zeros_like(rem, bool)
+    elif mode == "up":
+        up = (rem > 0) & ~neg
+    elif mode == "down":
+        up = (rem > 0) & neg
+    elif mode == "stochastic":
+        thresh = np.ceil(rem * 2.0**62).astype(np.uint64)  # exact: rem has <= 53 bits
+        up = np.asarray(rand62, np.uint64) < thresh
+    else:
+        raise ValueError(mode)
+    r = (lo + up) * quantum
+    over = r > f.max
+    if over.any():
+        to_max = saturate or mode == "toward_zero"
+        tm = np.full(r.shape, to_max)
+        if mode == "up":
+            tm = tm | neg
+        if mode == "down":
+            tm = tm | ~neg
+        ovf = np.inf if f.has_inf else np.nan
+        r = np.where(over, np.where(tm, f.max, ovf), r)
+    if not subnormals:
+        r = np.where(r < f.min_normal, 0.0, r)
+    r = np.where(neg, -r, r)
+    # pass through zeros and non-finite values
+    inf_result = x if f.has_inf else (np.sign(x) * f.max if saturate else np.nan)
+    special = np.where(np.isinf(x), inf_result, x)
+    return np.where(finite, r, special)
+
+
+# ---- reductions: the documented orders, exactly -------------------------------------------------
+def reduce_reference(terms, acc, out, order="sequential", mode="nearest_even", rounded=False,
+                     rand=None) -> float:  # fmt: skip
+    """Sum exact terms (Fractions or floats) in the documented order with the oracle rounding.
+
+    ``rand(r)`` gives the 62 random bits of rounding event r (stochastic mode); events are
+    numbered as fpsim.arith.matmul documents: 2k for rounding term k (``rounded``), 2c + 1 for
+    the c-th accumulator rounding, 2K for the final rounding.
+    """
+    K = len(terms)
+    rnd = rand or (lambda r: 0)
+    t = [Fraction(v) for v in terms]
+    if rounded:
+        t = [Fraction(round_rational(v, acc, mode, rand62=rnd(2 * k))) for k, v in enumerate(t)]
+    count = [0]
+
+    def acc_round(v):
+        r = round_rational(v, acc, mode, rand62=rnd(2 * count[0] + 1)) if _fin(v) else v
+        count[0] += 1
+        return Fraction(r) if _fin(r) else r
+
+    def plus(x, y):  # exact, or IEEE inf/NaN arithmetic once a partial sum has overflowed
+        return x + y if _fin(x) and _fin(y) else float(x) + float(y)
+
+    if K == 0:
+        s = Fraction(0)
+    elif order == "sequential":
+        s = acc_round(t[0])
+        for v in t[1:]:
+            s = acc_round(plus(s, v))
+    else:
+
+        def rec(lo, hi):
+            if hi - lo == 1:
+                return t[lo]
+            h = 1 << ((hi - lo - 1).bit_length() - 1)
+            left = rec(lo, lo + h)
+            right = rec(lo + h, hi)
+            return acc_round(plus(left, right))
+
+        s = rec(0, K)
+        if K == 1 and not rounded:
+            s = acc_round(s)
+    if not _fin(s):
+        return s
+    return round_rational(s, out, mode, rand62=rnd(2 * K))
+
+
+def _fin(v) -> bool:
+    return isinstance(v, Fraction) or math.isfinite(v)
