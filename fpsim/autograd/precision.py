@@ -169,15 +169,6 @@ def resolve_accumulator(acc: FormatLike | None, fmt: Format) -> Format:
     return a if contains(a, fmt) else fmt
 
 
-@functools.lru_cache(maxsize=1)
-def _arith():
-    try:
-        from .. import arith
-    except ImportError:
-        return None
-    return arith if hasattr(arith, "matmul") else None
-
-
 def _matmul_values(a: np.ndarray, b: np.ndarray, fmt: Format, acc: Format) -> np.ndarray:
     """THE matrix product of the engine (every matmul/mm/linear product, forward and backward,
     goes through here): arrays holding values of ``fmt``, numpy matmul shapes (batches
@@ -191,27 +182,8 @@ def _matmul_values(a: np.ndarray, b: np.ndarray, fmt: Format, acc: Format) -> np
     info = _info(fmt)
     if info.native and acc == fmt:
         return np.matmul(a.astype(info.container, copy=False), b.astype(info.container, copy=False))
-    arith = _arith()
-    if arith is not None:
-        acc_arg = acc.name if acc.name in list_formats() and get_format(acc.name) == acc else acc
-        res = arith.matmul(a, b, fmt, acc=acc_arg)
-        return np.asarray(res).astype(info.container, copy=False)
-    # Fallback until fpsim.arith lands (same semantics).
-    if acc == fp32 or acc == fp64:
-        return to_format(
-            np.matmul(a.astype(acc.container_dtype), b.astype(acc.container_dtype)), fmt
-        )
-    if a.ndim > 2 or b.ndim > 2:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        a_b = np.broadcast_to(a, batch + a.shape[-2:])
-        b_b = np.broadcast_to(b, batch + b.shape[-2:])
-        out = np.empty(batch + (a.shape[-2], b.shape[-1]), info.container)
-        for idx in np.ndindex(*batch):
-            out[idx] = _matmul_values(a_b[idx], b_b[idx], fmt, acc)
-        return out
-    # Accumulate in ``acc``, one k at a time: exact product (float64), one rounding per add.
-    a64, b64 = a.astype(F64), b.astype(F64)
-    out = np.zeros((a.shape[0], b.shape[1]), F64)
-    for k in range(a.shape[1]):
-        out = to_format(out + a64[:, k : k + 1] * b64[k : k + 1, :], acc).astype(F64)
-    return to_format(out, fmt)
+    from .. import arith  # the layer below the engine; imported here to keep import light
+
+    acc_arg = acc.name if acc.name in list_formats() and get_format(acc.name) == acc else acc
+    res = arith.matmul(a, b, fmt, acc=acc_arg)
+    return np.asarray(res).astype(info.container, copy=False)
