@@ -301,26 +301,14 @@ def round_nearest_even_same_range(bits, c_e, c_m, fmt_m):
     return bits - mag + r
 
 
+# fmt: off
 @register_jitable(inline="always")
-def convert(
-    bits,
-    src_e,
-    src_m,
-    src_b,
-    src_fn,
-    fmt_e,
-    fmt_m,
-    fmt_b,
-    fmt_fn,
-    dst_e,
-    dst_m,
-    dst_b,
-    dst_fn,
-    mode,
-    subnormals,
-    saturate,
-    rand62,
-):
+def convert(bits,
+            src_e, src_m, src_b, src_fn,    # the layout bits are read in
+            fmt_e, fmt_m, fmt_b, fmt_fn,    # the format the value is rounded to
+            dst_e, dst_m, dst_b, dst_fn,    # the layout the result is written in
+            mode, subnormals, saturate, rand62):
+    # fmt: on
     """Read ``bits`` in the src layout, round to the format, write in the dst layout.
 
     ``subnormals=0`` flushes results below the smallest normal to signed zero (after rounding
