@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fpsim-installed
 
-.PHONY: demo test install lint bench verify clean-cache clean
+.PHONY: demo test install lint bench verify lessons clean-cache clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,8 +27,15 @@ test: $(STAMP) lint
 	$(PY) -m pytest -q --ignore=tests/cudasim --doctest-glob=README.md tests fpsim README.md
 	$(PY) -m pytest -q tests/cudasim
 
+# Jupyter (and ipywidgets for the interactive cells) come with the lessons extra.
+lessons: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[lessons]"
+	$(PY) -m jupyter lab lessons/
+
 bench: $(STAMP)
 	$(PY) benchmarks/bench_round.py
+	$(PY) benchmarks/bench_arith.py
+	$(PY) benchmarks/bench_train.py
 
 verify: $(STAMP)
 	$(PY) benchmarks/verify_exhaustive.py
