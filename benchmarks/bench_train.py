@@ -8,17 +8,22 @@ Rows ("recipes"):
 * ``numpy (hand-written)``: the same network written directly in float32 numpy, backward by
   hand: the floor for any numpy-based engine;
 * ``fpsim fp32``: ``fpsim.nn.MLP`` + ``F.cross_entropy`` + ``optim.SGD``;
+* ``fpsim fp16 autocast + GradScaler``: the same model with fp32 parameters under
+  ``fpsim.amp.autocast("cuda")`` (fp16 matmuls accumulated in fp32, every result rounded to
+  fp16, the loss in fp32) and ``fpsim.amp.GradScaler``: PyTorch's AMP loop. Target: within 2x
+  of fpsim fp32;
 * ``torch fp32 (CPU)``: the same network in PyTorch, when it is installed.
 
 Each recipe is a factory returning a ``step()`` closure. The recipes take turns in blocks of
 ``--block`` steps for ``--rounds`` rounds (so a busy machine slows them alike); the first step
 of every block is not timed (thread pools of the previous recipe may still be spinning). Every
 library runs ``--threads`` threads (default 1, see below). The table reports the median time
-per step and its ratio to hand-written numpy. Target: fpsim fp32 within 1.5x of numpy.
+per step and its ratios to hand-written numpy and to fpsim fp32. Targets: fpsim fp32 within 1.5x
+of numpy; fpsim fp16 autocast + GradScaler within 2x of fpsim fp32.
 
-To add rows (e.g. "fpsim fp16 autocast + GradScaler"), append ``(name, factory)`` to
-``RECIPES`` -- see ``add_recipe`` below; ``factory(x, y, weights)`` gets the batch and the
-shared initial weights (float32 arrays ``[(W, b), ...]``, W of shape ``(out, in)``).
+To add rows, append ``(name, factory)`` to ``RECIPES`` -- see ``add_recipe`` below;
+``factory(x, y, weights)`` gets the batch and the shared initial weights (float32 arrays
+``[(W, b), ...]``, W of shape ``(out, in)``).
 
     python benchmarks/bench_train.py [--rounds 6] [--block 6] [--threads 1]
 """
@@ -128,6 +133,35 @@ def fpsim_fp32_recipe(x, y, weights):
     return step
 
 
+def fpsim_amp_recipe(x, y, weights):
+    """fp16 autocast ("cuda" policy table) + GradScaler: fp32 parameters, fp16 matmuls (fp32
+    accumulation), fp32 loss, dynamic loss scaling -- PyTorch's recommended AMP loop."""
+    from fpsim import nn, optim
+    from fpsim.amp import GradScaler, autocast
+    from fpsim.autograd import tensor
+    from fpsim.nn import functional as F
+
+    model = nn.MLP([WIDTH] * DEPTH + [CLASSES], seed=0)
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    for lin, (W, b) in zip(linears, weights, strict=True):
+        lin.weight.data[...] = W
+        lin.bias.data[...] = b
+    opt = optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    scaler = GradScaler("cuda")
+    xt, yt = tensor(x), tensor(y)
+
+    def step():
+        with autocast("cuda"):
+            loss = F.cross_entropy(model(xt), yt)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss.item()
+
+    return step
+
+
 def torch_recipe(x, y, weights):
     import torch
 
@@ -161,25 +195,24 @@ RECIPES: list[tuple[str, object]] = [
 
 
 def add_recipe(name: str, factory) -> None:
-    """Add a row (the AMP issue adds "fpsim fp16 autocast + GradScaler" here)."""
+    """Add a row (a name and a factory, see the module docstring)."""
     RECIPES.append((name, factory))
 
 
 def _optional_recipes() -> None:
+    add_recipe("fpsim fp16 autocast + GradScaler", fpsim_amp_recipe)
     try:
         import torch  # noqa: F401
 
         add_recipe("torch fp32 (CPU)", torch_recipe)
     except ImportError:
         pass
-    # Placeholder for the next issue:
-    # add_recipe("fpsim fp16 autocast + GradScaler", fpsim_amp_recipe)
 
 
 # ---- running ---------------------------------------------------------------------------------
 
 
-def run(rounds: int = 6, block: int = 6) -> list[tuple[str, float, float, float]]:
+def run(rounds: int = 6, block: int = 6) -> list[tuple[str, float, float, float, float]]:
     _optional_recipes()
     x, y, weights = make_problem()
     fns = [(name, factory(x, y, weights)) for name, factory in RECIPES]
@@ -193,10 +226,11 @@ def run(rounds: int = 6, block: int = 6) -> list[tuple[str, float, float, float]
                 fn()
                 times[name].append(time.perf_counter() - t0)
     base = statistics.median(times[fns[0][0]])
+    fp32 = statistics.median(times["fpsim fp32"])
     rows = []
     for name, _ in fns:
         med = statistics.median(times[name])
-        rows.append((name, med * 1e3, med / base, first_losses[name]))
+        rows.append((name, med * 1e3, med / base, med / fp32, first_losses[name]))
     return rows
 
 
@@ -212,10 +246,13 @@ def main() -> None:
         f"MLP {WIDTH}x{DEPTH} layers, batch {BATCH}, SGD momentum; median of "
         f"{args.rounds} x {args.block - 1} timed steps per recipe; {threads}"
     )
-    print(f"| {'recipe':<34} | {'ms/step':>8} | {'x numpy':>7} | {'first loss':>10} |")
-    print(f"|{'-' * 36}|{'-' * 10}|{'-' * 9}|{'-' * 12}|")
-    for name, ms, ratio, loss in rows:
-        print(f"| {name:<34} | {ms:8.2f} | {ratio:7.2f} | {loss:10.6f} |")
+    print(
+        f"| {'recipe':<34} | {'ms/step':>8} | {'x numpy':>7} | {'x fpsim fp32':>12} "
+        f"| {'first loss':>10} |"
+    )
+    print(f"|{'-' * 36}|{'-' * 10}|{'-' * 9}|{'-' * 14}|{'-' * 12}|")
+    for name, ms, ratio, ratio32, loss in rows:
+        print(f"| {name:<34} | {ms:8.2f} | {ratio:7.2f} | {ratio32:12.2f} | {loss:10.6f} |")
 
 
 if __name__ == "__main__":

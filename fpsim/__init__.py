@@ -5,7 +5,8 @@
 0.0999755859375
 """
 
-from . import arith, autograd, data, nn, optim
+from . import amp, arith, autograd, data, nn, optim
+from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .arith import explain_op, trace_sum
 from .autograd import (
     Function,
@@ -69,6 +70,11 @@ __all__ = [
     "explain",
     "all_values",
     "compare",
+    "amp",
+    "autocast",
+    "GradScaler",
+    "is_autocast_enabled",
+    "get_autocast_dtype",
     "arith",
     "explain_op",
     "trace_sum",

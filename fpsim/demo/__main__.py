@@ -85,9 +85,80 @@ def demo_bits(argv: list[str]) -> int:
     return 0
 
 
+def demo_autocast(argv: list[str]) -> int:
+    """Print autocast's policy tables and trace the formats of a small model's ops."""
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} autocast",
+        description="Print autocast's per-op precision tables (PyTorch's, for 'cpu' and "
+        "'cuda') and trace the format of every op of a small model's forward and backward "
+        "pass under autocast with a GradScaler.",
+    )
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                        help="the policy table to use (default: %(default)s)")  # fmt: skip
+    parser.add_argument(
+        "--dtype",
+        default=None,
+        help="the autocast format: fp16, bf16, fp8_e4m3, ... (default: fp16 for cuda, bf16 "
+        "for cpu)",
+    )
+    parser.add_argument("--all-ops", action="store_true",
+                        help="list PyTorch's ops the engine lacks too")  # fmt: skip
+    parser.add_argument("--no-table", action="store_true", help="only the trace")
+    parser.add_argument("--no-trace", action="store_true", help="only the table")
+    args = parser.parse_args(argv)
+
+    import fpsim
+    from fpsim import amp, nn
+    from fpsim.nn import functional as F
+
+    try:
+        dtype = None if args.dtype is None else fpsim.get_format(args.dtype)
+    except ValueError as exc:
+        parser.error(str(exc))
+    _quiet_numba()
+    if not args.no_table:
+        print("autocast policy per op (PyTorch 2.13's tables; LOW = the autocast dtype):")
+        print(amp.policy_table("all" if args.all_ops else "engine"))
+    if args.no_trace:
+        return 0
+    model = nn.Sequential(nn.Linear(4, 8, seed=0), nn.GELU(), nn.LayerNorm(8),
+                          nn.Linear(8, 3, seed=1))  # fmt: skip
+    x = fpsim.randn(5, 4, generator=0)
+    y = fpsim.tensor([0, 1, 2, 1, 0])
+    scaler = amp.GradScaler(args.device, init_scale=2.0**10)
+    with amp.FormatTrace() as trace:
+        with amp.autocast(args.device, dtype=dtype):
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+        scaler.scale(loss).backward()
+    used = amp.get_autocast_dtype(args.device) if dtype is None else dtype
+    print(f"\nmodel: {model!r}")
+    print(
+        f"\nforward under autocast({args.device!r}, dtype={used.name}), then "
+        f"GradScaler.scale(loss).backward()\n(the mul is loss * scale; a cast's backward "
+        "sends the gradient back in the source's format):"
+    )
+    print(trace)
+    grads = ", ".join(f"{n} {p.grad.format.name}" for n, p in model.named_parameters())
+    print(f"\nlogits: {logits.format.name}, loss: {loss.format.name}; parameter gradients: {grads}")
+    with amp.FormatTrace() as t1, amp.autocast(args.device, dtype=dtype):
+        model(x)
+        first = t1.ops().count("cast")
+        model(x)
+        second = t1.ops().count("cast") - first
+    print(
+        f"weight cache: in one region the first forward pass makes {first} casts, a second "
+        f"pass {second}\n(the fp32 parameters' {used.name} copies are made once per region and "
+        "reused; activations are cast at every use)"
+    )
+    return 0
+
+
 DEMOS: dict[str, tuple[str, DemoFunction]] = {
     "bits": ("a value's sign/exponent/mantissa bits, stored value and error in several formats",
              demo_bits),
+    "autocast": ("autocast's per-op precision tables, and the formats of every op of a small "
+                 "model's forward and backward pass", demo_autocast),
 }  # fmt: skip
 
 
