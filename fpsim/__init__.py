@@ -5,7 +5,7 @@
 0.0999755859375
 """
 
-from . import amp, arith, autograd, data, nn, optim
+from . import amp, arith, autograd, data, memory, nn, optim
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .arith import explain_op, trace_sum
 from .autograd import (
@@ -71,6 +71,7 @@ __all__ = [
     "all_values",
     "compare",
     "amp",
+    "memory",
     "autocast",
     "GradScaler",
     "is_autocast_enabled",
