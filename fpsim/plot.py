@@ -1,8 +1,8 @@
 """Teaching figures: value ranges, gradient histograms, loss curves, bit fields, number lines.
 
 Every function draws with matplotlib and returns the :class:`matplotlib.figure.Figure`; nothing
-is shown or saved (``fig.savefig("out.png")`` is the caller's choice, and a notebook displays a
-returned Figure by itself). Figures are made with :class:`matplotlib.figure.Figure` and an Agg
+is shown or saved (``fig.savefig("out.png")`` is the caller's choice; in Jupyter, run
+``%matplotlib inline`` once and a cell that returns a Figure displays it). Figures are made with :class:`matplotlib.figure.Figure` and an Agg
 canvas, never through pyplot's global state, so the module works headless and a notebook shows
 each figure once. Functions that draw a single panel accept ``ax=`` to draw into an existing
 Axes instead (the Figure returned is then that Axes' figure).
