@@ -184,7 +184,8 @@ class GradScaler:
         elif optimizer_state["stage"] is OptState.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         # the reciprocal in float64, rounded once to float32 (as PyTorch)
-        with np.errstate(divide="ignore"):  # a scale of 0 gives inf (see the pitfall)
+        # a scale of 0 gives inf, and one below 2^-128 an inverse beyond float32 (see the pitfall)
+        with np.errstate(divide="ignore", over="ignore"):
             inv_scale = np.array([1.0 / np.float64(self._scale[0])], dtype=np.float32)
         found_inf = np.zeros(1, dtype=np.float32)
         optimizer_state["found_inf_per_device"] = self._unscale_grads_(
