@@ -49,7 +49,7 @@ def _constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate)
     )
 
 
-@register_jitable(inline="always")
+@register_jitable
 def _rne(t, fmt_m, fmt_b, max_pat, ovf_pat, inf_pat, nan_pat, low_pat):
     """Round the float64 ``t`` to the format, nearest even, branch-free (float64 result)."""
     bits = scalar.round_nearest_even_bits(
@@ -119,7 +119,7 @@ def round_nearest(x: np.ndarray, out: np.ndarray, fmt_params: tuple) -> None:
 
 
 # ---- elementwise -------------------------------------------------------------------------------
-@register_jitable(inline="always")
+@register_jitable
 def _not_in(v, fmt_m, fmt_b, mp, op_, ip, np_, lp):
     """1 when the float64 v is not NaN and not a value of the format (nearest-even check)."""
     b = scalar.float64_to_bits(v)

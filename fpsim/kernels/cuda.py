@@ -10,9 +10,11 @@ What runs where
     always uses ``random62(seed, i)``, whatever thread or CPU core handles it).
 
 How the scalar code reaches the GPU: device twins
-    The scalar functions are ``register_jitable`` overloads (with ``inline="always"``), which
-    numba-cuda 0.30 cannot type inside a kernel ("No implementation of function and_ ...
-    omitted(default=Undefined)"). So :func:`_device_twins` builds, for every function of
+    The scalar functions are ``register_jitable`` overloads for numba's CPU target, and a few of
+    them lean on CPU-only intrinsics (count-leading-zeros, float/int bit casts) that numba-cuda
+    0.30 cannot type inside a kernel (with ``inline="always"`` it could not type any of them:
+    "No implementation of function and_ ... omitted(default=Undefined)"). So
+    :func:`_device_twins` builds, for every function of
     ``scalar``, a new function object from the *same code object* whose globals are a copy of
     scalar's with each function name rebound to its twin, and compiles it with
     ``cuda.jit(device=True)``. The kernel calls the twins of ``convert`` and ``random62``; NVVM
@@ -105,7 +107,7 @@ def _device_twins(numba_cuda, simulated: bool) -> dict:
     reads are a copy of scalar's in which every function name is bound to its twin. So a
     ``scalar.convert`` twin calls the ``unpack`` / ``pack`` ... twins, and numba-cuda compiles the
     whole call tree as ordinary CUDA device functions (which NVVM inlines) rather than through
-    the ``register_jitable`` overloads, whose ``inline="always"`` path numba-cuda cannot type.
+    the CPU ``register_jitable`` overloads (see the module docstring).
     """
     ns = dict(vars(scalar))
     for name, obj in vars(scalar).items():

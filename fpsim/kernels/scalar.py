@@ -62,7 +62,7 @@ def _bit_length_compiled(x):
     return None
 
 
-@register_jitable(inline="always")
+@register_jitable
 def unpack(bits, exp_bits, man_bits, bias, fn):
     """Decode a bit pattern into ``(sign, cls, e, sig)``; value = ±sig × 2^(e - man_bits).
 
@@ -98,7 +98,7 @@ def unpack(bits, exp_bits, man_bits, bias, fn):
     return sign, FINITE, biased - bias, frac | (1 << man_bits)
 
 
-@register_jitable(inline="always")
+@register_jitable
 def round_significand(sign, e, sig, nbits, man_bits, emin, mode, rand62):
     """Round ±sig × 2^(e - nbits) (normalised) to ``man_bits`` fraction bits, exponent >= emin.
 
@@ -163,7 +163,7 @@ def round_significand(sign, e, sig, nbits, man_bits, emin, mode, rand62):
     return q + man_bits, kept
 
 
-@register_jitable(inline="always")
+@register_jitable
 def pack(sign, cls, e, sig, nbits, exp_bits, man_bits, bias, fn):
     """Encode ±sig × 2^(e - nbits) (exactly representable) as a signed bit pattern of a layout."""
     width = exp_bits + man_bits  # bits below the sign bit
@@ -205,7 +205,7 @@ def pack(sign, cls, e, sig, nbits, exp_bits, man_bits, bias, fn):
     return sign_part + frac
 
 
-@register_jitable(inline="always")
+@register_jitable
 def nearest_even_constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate):
     """The container patterns :func:`round_nearest_even_bits` needs, computed once per array.
 
@@ -237,7 +237,7 @@ def nearest_even_constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormal
     return max_pat, ovf_pat, inf_pat, nan_pat, low_pat
 
 
-@register_jitable(inline="always")
+@register_jitable
 def round_nearest_even_bits(
     bits, c_e, c_m, c_b, fmt_m, fmt_b, max_pat, ovf_pat, inf_pat, nan_pat, low_pat
 ):
@@ -279,7 +279,7 @@ def round_nearest_even_bits(
     return sign_part + pat
 
 
-@register_jitable(inline="always")
+@register_jitable
 def round_nearest_even_same_range(bits, c_e, c_m, fmt_m):
     """:func:`round_nearest_even_bits` for a format with the container's own exponent field
     (bf16 and tf32 in a float32): the classic "add and mask" needs no range handling then.
@@ -302,7 +302,7 @@ def round_nearest_even_same_range(bits, c_e, c_m, fmt_m):
 
 
 # fmt: off
-@register_jitable(inline="always")
+@register_jitable
 def convert(bits,
             src_e, src_m, src_b, src_fn,    # the layout bits are read in
             fmt_e, fmt_m, fmt_b, fmt_fn,    # the format the value is rounded to
@@ -362,7 +362,7 @@ def convert(bits,
     return pack(sign, cls, e, sig, nbits, dst_e, dst_m, dst_b, dst_fn)
 
 
-@register_jitable(inline="always")
+@register_jitable
 def hash32(x):
     """A 32-bit integer mixer (Wellons' lowbias32): every input bit affects every output bit."""
     x = x & MASK32
@@ -374,7 +374,7 @@ def hash32(x):
     return x
 
 
-@register_jitable(inline="always")
+@register_jitable
 def random62(seed, index):
     """62 random bits for element ``index``: a counter-based generator, so the result depends
     only on (seed, index) — identical on the CPU, the GPU and in pure Python, in any order."""
@@ -506,7 +506,7 @@ def round_value(x, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand
     return bits_to_float64(bits)
 
 
-@register_jitable(inline="always")
+@register_jitable
 def two_sum(a, b):
     """Knuth's TwoSum: ``s = fl(a + b)`` and ``err`` with ``s + err == a + b`` exactly.
 
@@ -520,7 +520,7 @@ def two_sum(a, b):
     return s, err
 
 
-@register_jitable(inline="always")
+@register_jitable
 def round_to_odd_f64(s, err):
     """Round the exact value ``s + err`` (``s = fl(s + err)``) to *odd* in float64.
 
@@ -541,7 +541,7 @@ def round_to_odd_f64(s, err):
     return bits_to_float64(bits + step) if (inexact & even) else s
 
 
-@register_jitable(inline="always")
+@register_jitable
 def add_odd(a, b):
     """``a + b`` rounded to odd in float64 (exact sum when it fits): the add/sub stand-in."""
     s, err = two_sum(a, b)
@@ -558,7 +558,7 @@ def zero_sum(a, b, mode):
     return a + b
 
 
-@register_jitable(inline="always")
+@register_jitable
 def div_float64(a, b):
     """``a / b`` rounded to nearest in float64, with IEEE results for a zero divisor (plain
     Python would raise ZeroDivisionError there)."""
@@ -569,7 +569,7 @@ def div_float64(a, b):
     return a / b
 
 
-@register_jitable(inline="always")
+@register_jitable
 def sqrt_float64(a):
     """``sqrt(a)`` rounded to nearest in float64; NaN below zero, ``sqrt(-0) = -0``."""
     if a < 0.0:
@@ -778,7 +778,7 @@ def arith_op(op, a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturat
     return add_rounded(x, y, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
 
 
-@register_jitable(inline="always")
+@register_jitable
 def stand_in_nearest(op, a, b, c):
     """The float64 whose round-to-nearest-even to the format equals that of the exact result:
     the branch-free front half of ``arith_op`` for the default mode (kernels vectorise it)."""
