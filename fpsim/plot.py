@@ -2,10 +2,11 @@
 
 Every function draws with matplotlib and returns the :class:`matplotlib.figure.Figure`; nothing
 is shown or saved (``fig.savefig("out.png")`` is the caller's choice; in Jupyter, run
-``%matplotlib inline`` once and a cell that returns a Figure displays it). Figures are made with :class:`matplotlib.figure.Figure` and an Agg
-canvas, never through pyplot's global state, so the module works headless and a notebook shows
-each figure once. Functions that draw a single panel accept ``ax=`` to draw into an existing
-Axes instead (the Figure returned is then that Axes' figure).
+``%matplotlib inline`` once and a cell that returns a Figure displays it). Figures are made
+with :class:`matplotlib.figure.Figure` and an Agg canvas, never through pyplot's global state,
+so the module works headless and a notebook shows each figure once. Functions that draw a
+single panel accept ``ax=`` to draw into an existing Axes instead (the Figure returned is then
+that Axes' figure).
 
 The colours mean the same thing in every figure (:data:`PALETTE`): the *zones* of a format's
 number line — values that round to zero (``underflow``), ``subnormal`` values (kept, with fewer

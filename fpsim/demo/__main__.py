@@ -2,12 +2,15 @@
 
 Every demo is one entry of :data:`DEMOS`: ``name -> (one-line description, function)``. The
 function takes the demo's own command-line arguments (a list of strings), parses them itself
-and returns an exit status. To add a demo, write such a function and add it to ``DEMOS``; keep
-heavy imports (matplotlib, numba kernels) inside the function so that listing demos and running
-the light ones stays fast.
+and returns an exit status. ``bits`` and ``autocast`` live here; the others are modules of this
+package (``fpsim/demo/underflow.py``, ...) whose ``main(argv)`` is registered through
+:func:`_lazy`, so the module is imported only when its demo runs. To add a demo, write such a
+module (or function) and add it to ``DEMOS``; keep heavy imports (matplotlib, numba kernels)
+inside functions so that listing demos and running the light ones stays fast.
 
     python -m fpsim.demo --list
     python -m fpsim.demo bits 0.1 -1e-5 65519 --formats fp16,bf16
+    python -m fpsim.demo underflow --format fp16 --steps 500 --out figures
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import warnings
 from collections.abc import Callable, Sequence
+
+from ._common import quiet_numba as _quiet_numba
 
 DemoFunction = Callable[[list[str]], int]
 
@@ -24,15 +28,6 @@ PROG = "python -m fpsim.demo"
 
 # A token that is a negative number ("-0.0", "-1e-5", "-inf", "-0x1p-3"), not an option.
 _NEGATIVE_NUMBER = re.compile(r"^-(\d|\.\d|inf|infinity|nan|0x)", re.IGNORECASE)
-
-
-def _quiet_numba() -> None:
-    """Hide numba's internal "variable ... is not in scope" notes printed while compiling.
-
-    They are pedantic checks inside numba (NumbaIRAssumptionWarning), not about the numbers; a
-    demo prints for people, so keep them out of the way. Only those messages are silenced.
-    """
-    warnings.filterwarnings("ignore", message=r"variable '.*' is not in scope")
 
 
 # ---- demos -------------------------------------------------------------------------------------
@@ -154,11 +149,38 @@ def demo_autocast(argv: list[str]) -> int:
     return 0
 
 
+def _lazy(module: str) -> DemoFunction:
+    """The ``main(argv)`` of ``fpsim.demo.<module>``, imported only when the demo runs (so that
+    ``--list`` and the light demos do not import matplotlib or train anything)."""
+
+    def run(argv: list[str]) -> int:
+        import importlib
+
+        return importlib.import_module(f"fpsim.demo.{module}").main(argv)
+
+    run.__name__ = run.__qualname__ = f"demo_{module}"
+    return run
+
+
 DEMOS: dict[str, tuple[str, DemoFunction]] = {
     "bits": ("a value's sign/exponent/mantissa bits, stored value and error in several formats",
              demo_bits),
+    "underflow": ("train in fp16 with and without loss scaling: how many true gradients "
+                  "become 0; histograms over fp16's range", _lazy("underflow")),
+    "overflow": ("a loss scale too large: inf gradients, skipped steps, back-off, the scale's "
+                 "sawtooth", _lazy("overflow")),
+    "swamping": ("fp16 weights lose small updates (w + u == w); fp32 master weights keep them",
+                 _lazy("swamping")),
+    "accumulate": ("sums and matmuls of fp16 values with an fp16, bf16 or fp32 accumulator, "
+                   "sequential and pairwise", _lazy("accumulate")),
+    "rounding": ("the rounding modes side by side: ties to even, directed, stochastic; and "
+                 "their drift over many updates", _lazy("rounding")),
+    "bf16": ("bf16 needs no loss scaler (fp32's range) but keeps 8 significant bits to "
+             "fp16's 11", _lazy("bf16")),
     "autocast": ("autocast's per-op precision tables, and the formats of every op of a small "
                  "model's forward and backward pass", demo_autocast),
+    "figures": ("regenerate every figure in figures/ (what `make figures` runs)",
+                _lazy("figures")),
 }  # fmt: skip
 
 
