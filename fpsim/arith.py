@@ -1111,9 +1111,10 @@ class SumStep:
     """One addition of a traced sum: ``rounded = acc(partial + addend)``.
 
     ``partial`` is None for the first term (the sum starts as that term, rounded to acc).
-    ``lost_bits``: how many of the addend's significant bits lie below the accumulator's last
-    place at the exact sum -- bits that cannot be kept and were rounded off (``addend_bits`` of
-    them: the addend was swamped when the sum did not change at all).
+    ``lost_bits``: when the sum had to be rounded, how many of the addend's significant bits lie
+    below the accumulator's last place at the exact sum -- bits that could not be kept
+    (``addend_bits`` of them: the addend was swamped when the sum did not change at all); 0 when
+    the sum is exact.
     """
 
     step: int
@@ -1272,6 +1273,8 @@ def trace_sum(
         else:
             nbits, lost = 0, 0
         err = Fraction(rounded) - exact if ex_finite else Fraction(0)
+        if ex_finite and err == 0:
+            lost = 0  # the sum is exact: the low bits combined with the partial sum's (2047 + 1)
         steps.append(
             SumStep(len(steps), partial, addend, exact, rounded, err, quantum, lost, nbits)
         )

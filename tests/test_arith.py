@@ -658,3 +658,12 @@ def test_parallel_kernels_agree_with_oracles():
             assert got[i, j] == reduce_reference(terms, "fp16", "fp32", order)
         one_row = arith.matmul(A[40:41], B, "fp16", acc="fp16", order=order, out_fmt="fp32")
         assert (one_row[0] == got[40]).all()
+
+
+def test_trace_sum_lost_bits_only_when_rounded():
+    # 2047 + 1 = 2048 is exact in fp16 (nothing lost); 2048 + 1 = 2049 is a tie that rounds to
+    # the even 2048, so the addend's one significant bit is lost (swamped)
+    t = fpsim.trace_sum([2047.0, 1.0, 1.0], acc="fp16")
+    assert [s.lost_bits for s in t.steps] == [0, 0, 1]
+    assert [s.rounded for s in t.steps] == [2047.0, 2048.0, 2048.0]
+    assert t.steps[2].note == "swamped"
