@@ -664,6 +664,6 @@ def test_trace_sum_lost_bits_only_when_rounded():
     # 2047 + 1 = 2048 is exact in fp16 (nothing lost); 2048 + 1 = 2049 is a tie that rounds to
     # the even 2048, so the addend's one significant bit is lost (swamped)
     t = fpsim.trace_sum([2047.0, 1.0, 1.0], acc="fp16")
-    assert [s.lost_bits for s in t.steps] == [0, 0, 1]
-    assert [s.rounded for s in t.steps] == [2047.0, 2048.0, 2048.0]
-    assert t.steps[2].note == "swamped"
+    assert [s.lost_bits for s in t] == [0, 0, 1]
+    assert [s.rounded for s in t] == [2047.0, 2048.0, 2048.0]
+    assert t[2].note == "swamped"
