@@ -516,10 +516,14 @@ def _zone_handles() -> list:
 
 
 def _pct(x: float) -> str:
-    if x == 0:
-        return "0%"
+    """A percentage that never rounds to a misleading 0% or 100%: 0.9999 is "99.99%"."""
+    if x == 0 or x == 1:
+        return f"{100 * x:.0f}%"
     if x < 0.001:
         return f"{100 * x:.2g}%"
+    if x > 0.999:
+        text = f"{100 * x:.2f}"
+        return f"{text}%" if float(text) < 100 else ">99.99%"
     return f"{100 * x:.1f}%"
 
 

@@ -343,9 +343,13 @@ class GradientRecorder:
     """Record a model's gradients during low-precision training next to the true ones.
 
     ``GradientRecorder(model)`` puts forward hooks on the layers (default: every module that owns
-    parameters, e.g. each ``Linear``); a layer's forward hook registers a tensor hook on its
-    output, so the backward pass hands over the *activation gradient* (the gradient of the loss
-    with respect to the layer's output, summed over its uses, in the output's format). After
+    parameters, e.g. each ``Linear``; modules without parameters, such as a final fixed scaling,
+    are recorded only when named in ``layers=`` -- and the gradient of the loss with respect to
+    the model's output, often the largest and so the first to overflow under a loss scale, is
+    seen only when the module producing it is listed). A layer's forward hook registers a tensor
+    hook on its output, so the backward pass hands over the *activation gradient* (the gradient
+    of the loss with respect to the layer's output, summed over its uses, in the output's
+    format). After
     backward, :meth:`record` (or :meth:`on_backward`, the callback for :func:`fpsim.amp.train`)
     reads the *weight gradients* (``.grad`` of the layer's own parameters: weight and bias), then
     computes the **reference**: the same batch and loss through a private copy of the model in
@@ -615,7 +619,7 @@ class GradientRecorder:
         fmt = self.fmt.name if self.fmt is not None else "?"
         rows = [
             f"{'layer':8} {'kind':10} {'values':>10} {'lost to 0':>9} {'subnormal':>9} "
-            f"{'median rel. error':>17}   ({fmt}, {len(self.steps)} steps)"
+            f"{'median rel. error':>17}   ({fmt}, {len(self.steps)} recorded steps)"
         ]
         keys = list(self.records) + [("all", k) for k in KINDS]
         for name, kind in keys:
@@ -628,4 +632,5 @@ class GradientRecorder:
 
     def __repr__(self) -> str:
         fmt = self.fmt.name if self.fmt is not None else None
-        return f"GradientRecorder(layers={self.layers}, fmt={fmt}, steps={len(self.steps)})"
+        n = len(self.steps)
+        return f"GradientRecorder(layers={self.layers}, fmt={fmt}, recorded_steps={n})"
