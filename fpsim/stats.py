@@ -349,8 +349,7 @@ class GradientRecorder:
     seen only when the module producing it is listed). A layer's forward hook registers a tensor
     hook on its output, so the backward pass hands over the *activation gradient* (the gradient
     of the loss with respect to the layer's output, summed over its uses, in the output's
-    format). After
-    backward, :meth:`record` (or :meth:`on_backward`, the callback for :func:`fpsim.amp.train`)
+    format). After backward, :meth:`record` (or :meth:`on_backward`, the callback for :func:`fpsim.amp.train`)
     reads the *weight gradients* (``.grad`` of the layer's own parameters: weight and bias), then
     computes the **reference**: the same batch and loss through a private copy of the model in
     fp32 (autocast off, no loss scale), with the weights the optimizer holds (the fp32 masters
