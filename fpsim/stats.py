@@ -342,22 +342,22 @@ class GradientRecord:
 class GradientRecorder:
     """Record a model's gradients during low-precision training next to the true ones.
 
-    ``GradientRecorder(model)`` puts forward hooks on the layers (default: every module that owns
-    parameters, e.g. each ``Linear``; modules without parameters, such as a final fixed scaling,
-    are recorded only when named in ``layers=`` -- and the gradient of the loss with respect to
-    the model's output, often the largest and so the first to overflow under a loss scale, is
-    seen only when the module producing it is listed). A layer's forward hook registers a tensor
-    hook on its output, so the backward pass hands over the *activation gradient* (the gradient
-    of the loss with respect to the layer's output, summed over its uses, in the output's
-    format). After backward, :meth:`record` (or :meth:`on_backward`, the callback for :func:`fpsim.amp.train`)
-    reads the *weight gradients* (``.grad`` of the layer's own parameters: weight and bias), then
-    computes the **reference**: the same batch and loss through a private copy of the model in
-    fp32 (autocast off, no loss scale), with the weights the optimizer holds (the fp32 masters
-    for master-weight recipes, else the model's parameters) -- so the run's ``.grad`` is left
-    untouched. Per layer and kind (``"activation"``, ``"weight"``) it keeps a
-    :class:`GradientRecord`: histograms of the reference and of the produced gradients divided
-    by the loss scale, and element-by-element counts of what was lost to zero or kept as a
-    subnormal.
+    ``GradientRecorder(model)`` puts forward hooks on the layers (default: every module that
+    owns parameters, e.g. each ``Linear``; modules without parameters, such as a final fixed
+    scaling, are recorded only when named in ``layers=`` -- and the gradient of the loss with
+    respect to the model's output, often the largest and so the first to overflow under a loss
+    scale, is seen only when the module producing it is listed). A layer's forward hook
+    registers a tensor hook on its output, so the backward pass hands over the *activation
+    gradient* (the gradient of the loss with respect to the layer's output, summed over its
+    uses, in the output's format). After backward, :meth:`record` (or :meth:`on_backward`, the
+    callback for :func:`fpsim.amp.train`) reads the *weight gradients* (``.grad`` of the layer's
+    own parameters: weight and bias), then computes the **reference**: the same batch and loss
+    through a private copy of the model in fp32 (autocast off, no loss scale), with the weights
+    the optimizer holds (the fp32 masters for master-weight recipes, else the model's
+    parameters) -- so the run's ``.grad`` is left untouched. Per layer and kind
+    (``"activation"``, ``"weight"``) it keeps a :class:`GradientRecord`: histograms of the
+    reference and of the produced gradients divided by the loss scale, and element-by-element
+    counts of what was lost to zero or kept as a subnormal.
 
     Precisely: ``produced = stored / S`` in float64, where ``stored`` is the gradient as the run
     holds it after backward (fp16 values, scaled by the loss scale ``S`` of that backward pass;
