@@ -157,7 +157,17 @@ def _ew_body(
         mp, op_, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, subn, sat)
         # One loop per operation (the operation is loop-invariant): each is branch-free and
         # vectorises.
-        if op == scalar.OP_ADD:
+        if (op == scalar.OP_ADD or op == scalar.OP_SUB) and fmt_m <= 24:
+            # Nearest-even only: when both operands are p-bit values and 53 >= 2p + 2, rounding
+            # to nearest in float64 and then again to p bits equals rounding the exact sum once
+            # (Figueroa, "When is double rounding innocuous?", SIGNUM 1995): the float64 sum is
+            # a correct stand-in, with no TwoSum needed. (Directed and stochastic modes, and
+            # sums of operands of other formats -- accumulators -- still need round-to-odd.)
+            sgn = 1.0 if op == scalar.OP_ADD else -1.0
+            for i in range(n):
+                t = np.float64(x[i]) + sgn * np.float64(y[i])
+                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+        elif op == scalar.OP_ADD:
             for i in range(n):
                 t = scalar.add_odd(np.float64(x[i]), np.float64(y[i]))
                 o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
