@@ -42,7 +42,10 @@ add, sub (p <= 51: every format but fp64)
     exactly the rounding of ``a + b`` itself, in every mode (Boldo & Melquiond, "Emulation of
     FMA and correctly rounded sums: proved algorithms using rounding to odd", IEEE Trans.
     Computers 57(4), 2008). TwoSum is exact for any two float64s, so the operands need not be
-    format values for this to hold -- which is what makes accumulators work (below).
+    format values for this to hold -- which is what makes accumulators work (below). In the
+    default mode (nearest even) the elementwise kernel skips TwoSum when both operands are
+    values of a format with p <= 25: rounding to nearest twice, first to float64, is then
+    innocuous (53 >= 2p + 2; Figueroa, "When is double rounding innocuous?", 1995).
 fma (``a * b + c``, p <= 25)
     The product of two p-bit significands has at most 2p <= 50 bits: ``a * b`` is exact in
     float64, and TwoSum + round-to-odd add ``c`` with one rounding, as for add. No hardware fma
