@@ -9,7 +9,8 @@ They mirror PyTorch's CPU kernels line for line
   for float32 arrays, float64 for float64 arrays), also when non-finite values were found. The
   check reads the value *before* the multiplication, so a finite gradient that overflows to inf
   through the multiplication (``inv_scale`` > 1, e.g. a scale below 1) is not reported.
-* :func:`update_scale` -- ``_amp_update_scale_``: the scale-update rule, on a one-element float32
+* :func:`update_scale` -- ``_amp_update_scale_``: the scale-update rule
+  (:func:`fpsim.kernels.amp_scalar.next_scale`, shared with the GPU), on a one-element float32
   ``scale`` and a one-element int32 ``growth_tracker``, with float64 factor arithmetic::
 
       if found_inf:  scale = float32(float64(scale) * backoff_factor); tracker = 0
@@ -29,8 +30,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import njit
+
+from . import amp_scalar
 
 
 @njit(cache=True, nogil=True)
@@ -55,16 +57,7 @@ def non_finite_check_and_unscale(grad, found_inf, inv_scale):
 def update_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
     """PyTorch's ``_amp_update_scale_`` on ``scale[0]`` (float32) and ``growth_tracker[0]``
     (int32): back off on ``found_inf[0] != 0``, else count and grow every ``growth_interval``
-    successful steps, never to a non-finite value."""
-    if found_inf[0] != 0:
-        scale[0] = np.float32(np.float64(scale[0]) * np.float64(backoff_factor))
-        growth_tracker[0] = 0
-    else:
-        successful = growth_tracker[0] + 1
-        if successful == growth_interval:
-            new_scale = np.float32(np.float64(scale[0]) * np.float64(growth_factor))
-            if math.isfinite(new_scale):
-                scale[0] = new_scale
-            growth_tracker[0] = 0
-        else:
-            growth_tracker[0] = successful
+    successful steps, never to a non-finite value (:func:`amp_scalar.next_scale`)."""
+    scale[0], growth_tracker[0] = amp_scalar.next_scale(
+        scale[0], growth_tracker[0], found_inf[0], growth_factor, backoff_factor, growth_interval
+    )

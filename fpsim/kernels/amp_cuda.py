@@ -12,10 +12,11 @@
   value). Scale, tracker and found_inf stay on the device: no host synchronisation, as in
   PyTorch.
 
-These kernels need no scalar code of :mod:`fpsim.kernels.scalar` (no device twins): they are
-ordinary ``cuda.jit`` kernels. Nothing is compiled, and ``numba.cuda`` is not imported, until the
-first call (see :mod:`fpsim.kernels.cuda` for why); under ``NUMBA_ENABLE_CUDASIM=1`` they run in
-numba's CUDA simulator (the test-suite's ``tests/cudasim/test_cuda_amp.py``).
+The update rule is :func:`fpsim.kernels.amp_scalar.next_scale`, the function the CPU kernel
+compiles, made a CUDA device function (it calls nothing, so no device twins are needed). Nothing
+is compiled, and ``numba.cuda`` is not imported, until the first call (see
+:mod:`fpsim.kernels.cuda` for why); under ``NUMBA_ENABLE_CUDASIM=1`` they run in numba's CUDA
+simulator (the test-suite's ``tests/cudasim/test_cuda_amp.py``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from . import amp_scalar
+
 THREADS = 256  # threads per block
 
 cuda = None  # numba.cuda, bound on first use (the simulator swaps it per launch)
+_next_scale = None  # amp_scalar.next_scale as a device function, bound on first use
 
 
 def _unscale_kernel(grad, found_inf, inv_scale):
@@ -45,18 +49,10 @@ def _unscale_kernel(grad, found_inf, inv_scale):
 def _update_kernel(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                    growth_interval):  # fmt: skip
     if cuda.grid(1) == 0:
-        if found_inf[0] != 0:
-            scale[0] = np.float32(np.float64(scale[0]) * np.float64(backoff_factor))
-            growth_tracker[0] = 0
-        else:
-            successful = growth_tracker[0] + 1
-            if successful == growth_interval:
-                new_scale = np.float32(np.float64(scale[0]) * np.float64(growth_factor))
-                if math.isfinite(new_scale):
-                    scale[0] = new_scale
-                growth_tracker[0] = 0
-            else:
-                growth_tracker[0] = successful
+        scale[0], growth_tracker[0] = _next_scale(
+            scale[0], growth_tracker[0], found_inf[0], growth_factor, backoff_factor,
+            growth_interval,
+        )  # fmt: skip
 
 
 _compiled: dict | None = None
@@ -64,13 +60,16 @@ _lock = threading.Lock()
 
 
 def _kernels() -> dict:
-    global _compiled, cuda
+    global _compiled, cuda, _next_scale
     with _lock:
         if _compiled is None:
-            from .cuda import _numba_cuda
+            from .cuda import _numba_cuda, _simulated
 
             numba_cuda = _numba_cuda()
             cuda = numba_cuda
+            # the simulator runs the Python function itself; a GPU gets a device function
+            rule = amp_scalar.next_scale
+            _next_scale = rule if _simulated() else numba_cuda.jit(device=True)(rule)
             _compiled = {
                 "unscale": numba_cuda.jit(cache=True)(_unscale_kernel),
                 "update": numba_cuda.jit(cache=True)(_update_kernel),
