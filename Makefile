@@ -7,10 +7,16 @@ STAMP  := $(VENV)/.fpsim-installed
 
 .PHONY: demo figures test install lint bench verify lessons clean-cache clean
 
+# PyTorch is optional: with it, tests/test_torch_parity.py and the torch comparison in
+# tests/test_nn_optim.py check fpsim against a live torch.amp. It is installed only from a CPU
+# wheel already on this machine (never a multi-GB download); without one those tests skip.
+TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-2.13.0+cpu-cp311-*.whl))
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(if $(TORCH_WHEEL),$(PY) -m pip install --quiet "$(TORCH_WHEEL)" || echo "torch not installed: its comparisons will be skipped")
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,0 +1,166 @@
+"""fpsim.amp against PyTorch itself (CPU build), when it is installed: autocast("cpu") output
+formats, GradScaler trajectories and weights bit for bit, bf16 linear numerics.
+
+Skipped cleanly without torch (`pip install torch` to run them). amp.md records what PyTorch
+2.13 does; these tests ask a live PyTorch the same questions.
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import fpsim  # noqa: E402
+from fpsim import nn, optim  # noqa: E402
+from fpsim.nn import functional as F  # noqa: E402
+
+TORCH_NAME = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+              torch.float64: "fp64"}  # fmt: skip
+
+
+def _pair(shape, seed, fmt="fp32"):
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    t = fpsim.tensor(x, format=fmt)
+    tt = torch.from_numpy(np.asarray(t.numpy(), dtype=np.float32))
+    if fmt == "bf16":
+        tt = tt.to(torch.bfloat16)
+    return t, tt
+
+
+# (name, fpsim op, torch op, input formats)
+CASES = [
+    ("linear", lambda a, b: F.linear(a, b), lambda a, b: torch.nn.functional.linear(a, b),
+     ("fp32", "fp32")),
+    ("matmul", lambda a, b: a @ b.transpose(0, 1), lambda a, b: a @ b.T, ("fp32", "fp32")),
+    ("matmul mixed", lambda a, b: a @ b.transpose(0, 1), lambda a, b: a @ b.T, ("bf16", "fp32")),
+    ("softmax", lambda a, b: a.softmax(-1), lambda a, b: a.softmax(-1), ("fp32", "fp32")),
+    ("softmax bf16", lambda a, b: a.softmax(-1), lambda a, b: a.softmax(-1), ("bf16", "fp32")),
+    ("log_softmax", lambda a, b: a.log_softmax(-1), lambda a, b: a.log_softmax(-1),
+     ("bf16", "fp32")),
+    ("sum", lambda a, b: a.sum(), lambda a, b: a.sum(), ("bf16", "fp32")),
+    ("mean", lambda a, b: a.mean(), lambda a, b: a.mean(), ("bf16", "fp32")),
+    ("exp", lambda a, b: a.exp(), lambda a, b: a.exp(), ("bf16", "fp32")),
+    ("relu", lambda a, b: a.relu(), lambda a, b: a.relu(), ("bf16", "fp32")),
+    ("add mixed", lambda a, b: a + b, lambda a, b: a + b, ("bf16", "fp32")),
+    ("mul mixed", lambda a, b: a * b, lambda a, b: a * b, ("bf16", "fp32")),
+    ("cat mixed", lambda a, b: fpsim.cat([a, b]), lambda a, b: torch.cat([a, b]),
+     ("bf16", "fp32")),
+    ("stack mixed", lambda a, b: fpsim.stack([a, b]), lambda a, b: torch.stack([a, b]),
+     ("bf16", "fp32")),
+    ("mse_loss", lambda a, b: F.mse_loss(a, b), lambda a, b: torch.nn.functional.mse_loss(a, b),
+     ("bf16", "bf16")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name,op,top,fmts", CASES, ids=[c[0] for c in CASES])
+def test_cpu_autocast_output_format_matches_torch(name, op, top, fmts):
+    a, ta = _pair((4, 8), 0, fmts[0])
+    b, tb = _pair((4, 8), 1, fmts[1])
+    with fpsim.autocast("cpu"):
+        got = op(a, b).format.name
+    with torch.autocast("cpu"):
+        want = TORCH_NAME[top(ta, tb).dtype]
+    assert got == want
+
+
+def test_cpu_autocast_cross_entropy_matches_torch():
+    a, ta = _pair((4, 8), 0, "bf16")
+    y = np.array([1, 2, 3, 0])
+    with fpsim.autocast("cpu"):
+        got = F.cross_entropy(a, fpsim.tensor(y)).format.name
+    with torch.autocast("cpu"):
+        want = TORCH_NAME[torch.nn.functional.cross_entropy(ta, torch.from_numpy(y)).dtype]
+    assert got == want
+
+
+def test_cpu_autocast_linear_numerics_within_one_bf16_ulp():
+    # both accumulate in fp32 and round once to bf16; only the summation order differs
+    a, ta = _pair((64, 256), 2)
+    b, tb = _pair((32, 256), 3)
+    with fpsim.autocast("cpu"):
+        got = F.linear(a, b).numpy().astype(np.float64)
+    with torch.autocast("cpu"):
+        want = torch.nn.functional.linear(ta, tb).float().numpy().astype(np.float64)
+    ulp = fpsim.ulp(want, "bf16")
+    assert np.all(np.abs(got - want) <= ulp)
+    assert np.mean(got == want) > 0.95
+
+
+def _train_steps(make_scaler, patterns, torch_side):
+    """Run one parameter through scale/backward/step/update for each gradient pattern; return
+    the scales, growth trackers and weights after every step."""
+    scales, trackers, weights = [], [], []
+    if torch_side:
+        w = torch.nn.Parameter(torch.ones(3))
+        opt = torch.optim.SGD([w], lr=0.125)
+    else:
+        w = nn.Parameter([1.0, 1.0, 1.0])
+        opt = optim.SGD([w], lr=0.125)
+    scaler = make_scaler()
+    for g in patterns:
+        opt.zero_grad()
+        if torch_side:
+            loss = (w * torch.tensor(g, dtype=torch.float32)).sum()
+        else:
+            loss = (w * fpsim.tensor(np.array(g, dtype=np.float32))).sum()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(float(scaler.get_scale()))
+        trackers.append(int(scaler.state_dict()["_growth_tracker"]))
+        weights.append(np.array(w.detach().numpy() if torch_side else w.numpy(), np.float32))
+    return scales, trackers, weights
+
+
+INF, NAN = float("inf"), float("nan")
+PATTERNS = [[1.0, 2.0, 3.0]] * 4 + [[1.0, INF, 0.0], [0.5, 0.5, NAN]] + [[1e-3, -2.0, 0.25]] * 7
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(), dict(init_scale=1024.0, growth_factor=3.0, backoff_factor=0.25, growth_interval=3),
+     dict(init_scale=0.1, growth_interval=2), dict(init_scale=2.0**126, growth_interval=1,
+                                                    growth_factor=4.0)],
+)  # fmt: skip
+def test_grad_scaler_matches_torch_bit_for_bit(kwargs):
+    ours = _train_steps(lambda: fpsim.GradScaler("cpu", **kwargs), PATTERNS, False)
+    theirs = _train_steps(lambda: torch.amp.GradScaler("cpu", **kwargs), PATTERNS, True)
+    assert ours[0] == theirs[0]  # scales
+    assert ours[1] == theirs[1]  # growth trackers
+    for a, b in zip(ours[2], theirs[2], strict=True):  # weights, bit for bit
+        assert (a.view(np.uint32) == b.view(np.uint32)).all()
+
+
+def _misuse_errors(scaler, w, opt):
+    """The (type, message) of each misuse PyTorch documents, in one run."""
+    out = []
+
+    def attempt(fn):
+        try:
+            fn()
+        except (RuntimeError, AssertionError, ValueError) as e:
+            out.append((type(e).__name__, str(e)))
+        else:
+            out.append(None)
+
+    attempt(lambda: scaler.step(opt))  # before any scale()
+    attempt(lambda: scaler.update())
+    scaler.scale((w * 2).sum()).backward()
+    attempt(lambda: scaler.update())  # no inf checks recorded yet
+    scaler.unscale_(opt)
+    attempt(lambda: scaler.unscale_(opt))  # twice
+    scaler.step(opt)
+    attempt(lambda: scaler.step(opt))  # twice
+    attempt(lambda: scaler.unscale_(opt))  # after step
+    scaler.update()
+    attempt(lambda: scaler.load_state_dict({}))
+    return out
+
+
+def test_grad_scaler_errors_match_torch():
+    tw = torch.nn.Parameter(torch.ones(2))
+    theirs = _misuse_errors(torch.amp.GradScaler("cpu"), tw, torch.optim.SGD([tw], lr=0.1))
+    w = nn.Parameter([1.0, 1.0])
+    ours = _misuse_errors(fpsim.GradScaler("cpu"), w, optim.SGD([w], lr=0.1))
+    assert all(e is not None for e in theirs)
+    assert ours == theirs
