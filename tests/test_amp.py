@@ -254,6 +254,10 @@ def test_autocast_output_format_of_every_op(op, device, lowp):
         want = expected(policy, fmts, lowp)
         if op == "embedding":  # the weight decides; indices are integers
             want = fmts[0]
+        if (op == "layer_norm" and policy != "FP32" and fmts[0] in (fp16, bf16)
+                and all(f == fp32 for f in fmts[1:])):  # fmt: skip
+            # PyTorch's mixed-type layer_norm: fp16/bf16 input, fp32 weight -> the input's dtype
+            want = fmts[0]
         assert out.format == want, (op, device, lowp.name, [f.name for f in fmts], out.format)
         if matmul_like and len(set(fmts)) > 1:  # outside autocast, mixed formats are refused
             with pytest.raises(

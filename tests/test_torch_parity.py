@@ -49,6 +49,10 @@ CASES = [
      ("bf16", "fp32")),
     ("mse_loss", lambda a, b: F.mse_loss(a, b), lambda a, b: torch.nn.functional.mse_loss(a, b),
      ("bf16", "bf16")),
+    ("layer_norm mixed", lambda a, b: F.layer_norm(a, (8,), b[0], b[1]),
+     lambda a, b: torch.nn.functional.layer_norm(a, (8,), b[0], b[1]), ("bf16", "fp32")),
+    ("layer_norm fp32", lambda a, b: F.layer_norm(a, (8,), b[0], b[1]),
+     lambda a, b: torch.nn.functional.layer_norm(a, (8,), b[0], b[1]), ("fp32", "fp32")),
 ]  # fmt: skip
 
 
@@ -61,6 +65,18 @@ def test_cpu_autocast_output_format_matches_torch(name, op, top, fmts):
     with torch.autocast("cpu"):
         want = TORCH_NAME[top(ta, tb).dtype]
     assert got == want
+
+
+def test_mixed_layer_norm_outside_autocast_matches_torch():
+    x, tx = _pair((4, 8), 4, "bf16")
+    w, tw = _pair((8,), 5)
+    b, tb = _pair((8,), 6)
+    got = F.layer_norm(x, (8,), w, b)
+    want = torch.nn.functional.layer_norm(tx, (8,), tw, tb)
+    assert got.format.name == TORCH_NAME[want.dtype] == "bf16"
+    # both normalise in fp32 and round once to bf16
+    diff = np.abs(got.numpy() - want.float().numpy())
+    assert np.all(diff <= fpsim.ulp(want.float().numpy(), "bf16"))
 
 
 def test_cpu_autocast_cross_entropy_matches_torch():

@@ -157,6 +157,12 @@ class Function:
         no floating input at all gives None (integer arithmetic in numpy)."""
         return _promote_args(args)
 
+    @classmethod
+    def output_format(cls, args: tuple, fmt: Format | None) -> Format | None:
+        """The format the output is rounded to: the compute format, unless an op says
+        otherwise (layer_norm's mixed-type rule)."""
+        return fmt
+
     # ---- the one wrapper every op goes through -----------------------------------------------
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -167,6 +173,9 @@ class Function:
         fmt = cls.compute_format(args, kwargs)
         ctx = cls.__new__(cls)
         ctx.fmt = fmt
+        out_fmt = cls.output_format(args, fmt)
+        if out_fmt is not fmt:
+            ctx.out_fmt = out_fmt
         stored = cls.forward_precision == "stored"
         if fmt is None:
             xs = tuple(a.data if isinstance(a, Tensor) else a for a in args)

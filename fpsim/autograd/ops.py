@@ -654,9 +654,30 @@ class LogSumExp(Function):
 
 class LayerNorm(Function):
     """``layer_norm(x, normalized_shape, weight, bias, eps)`` over the last dims: statistics
-    (biased variance) and the affine map in the math dtype, output rounded once."""
+    (biased variance) and the affine map in the math dtype, output rounded once.
+
+    Mixed types, as PyTorch's kernels: an fp16/bf16 input with fp32 weight and bias (the usual
+    case after a low-precision linear layer, with fp32 LayerNorm parameters) is normalised in
+    fp32 and the result is returned in the *input's* format, not promoted to fp32; the weight
+    and bias gradients stay fp32."""
 
     name = "layer_norm"
+
+    @classmethod
+    def output_format(cls, args, fmt):
+        x = args[0]
+        params = [a for a in args[2:4] if a is not None]
+        low = getattr(x, "format", None)
+        if (
+            low is not None
+            and low.name in ("fp16", "bf16")
+            and fmt is not None
+            and fmt.name == "fp32"
+            and params
+            and all(getattr(p, "format", None) == fmt for p in params)
+        ):
+            return low
+        return fmt
 
     @staticmethod
     def forward(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5):
