@@ -59,6 +59,9 @@ Where fpsim differs from PyTorch
   GPUs without bf16 support, which fpsim does not model).
 * The weight cache is keyed by (tensor, target format): a nested region with another dtype
   makes its own copy. The cache and the nesting depth are per thread.
+* PROMOTE ops (``cat``, ``stack``) given a low-precision input that is not the autocast dtype
+  (bf16 under fp16 autocast) promote it like any other input; PyTorch 2.13 raises
+  ``RuntimeError: Unexpected floating ScalarType in at::autocast::prioritize`` there.
 * Only the ops the engine has can be observed; the tables also list PyTorch's other ops
   (``bmm``, ``conv2d``, ...), which apply to any ``Function`` registered under those names.
 """
