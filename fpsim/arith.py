@@ -144,6 +144,7 @@ import numpy as np
 
 from .core import _as_container, _is_device_array, _mode_code, _seed_value, round_to
 from .formats import Format, FormatLike, get_format
+from .inspect import exact_decimal
 from .kernels import scalar
 
 __all__ = [
@@ -906,18 +907,14 @@ def _quantum(q: Fraction, f: Format) -> Fraction:
 
 def _decimal(q: Fraction, digits: int = 40) -> str:
     """Every digit of a dyadic rational when there are at most ``digits``; else ~30 digits."""
-    n, d = q.numerator, q.denominator
-    k = d.bit_length() - 1
-    if d == 1 << k:
-        sign = "-" if n < 0 else ""
-        s = str(builtins.abs(n) * 5**k).rjust(k + 1, "0")
-        whole, frac = s[: len(s) - k], s[len(s) - k :].rstrip("0")
-        text = f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}"
+    d = q.denominator
+    if d & (d - 1) == 0:  # a power of two: the expansion is finite
+        text = exact_decimal(q)
         if len(text.lstrip("-0.")) <= digits:
             return text
     with decimal.localcontext() as ctx:
         ctx.prec = 30
-        return f"{decimal.Decimal(n) / decimal.Decimal(d)}..."
+        return f"{decimal.Decimal(q.numerator) / decimal.Decimal(d)}..."
 
 
 def _sqrt_approx(a: Fraction, bits: int = 200) -> tuple[Fraction, bool]:

@@ -29,7 +29,6 @@ Example — the textbook 8-bit format (4 exponent, 3 fraction bits, bias 7):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import numpy as np
 
@@ -192,10 +191,6 @@ class Format:
         if dtype == np.float64:
             return True
         return dtype == np.float32 and self.container_dtype == np.float32
-
-    def exact_value(self, x: float) -> Fraction:
-        """The exact rational value of a finite float (a convenience for teaching and tests)."""
-        return Fraction(float(x))
 
     # ---- kernel parameters -------------------------------------------------------------------
     @property
