@@ -19,7 +19,11 @@ uncompiled pure-Python reference on request (``backend="python"``).
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -67,12 +71,25 @@ def _mode_code(rounding: str) -> int:
         ) from None
 
 
+def _flag(value: Any, name: str) -> int:
+    """An on/off option (``subnormals``, ``saturate``) as the 0/1 the kernels take.
+
+    Only real booleans (Python or numpy) and the integers 0 and 1 are accepted: ``"no"`` is a
+    true value to Python, so reading it as one would silently do the opposite of what was meant.
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, numbers.Integral) and int(value) in (0, 1):
+        return int(value)
+    raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
 def _seed_value(seed: int | None, mode: int) -> int:
     if mode != scalar.STOCHASTIC:
         return 0
     if seed is None:
         seed = int(np.random.default_rng().integers(0, 2**62))
-    if not isinstance(seed, numbers.Integral) or seed < 0:
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, (bool, np.bool_)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     return int(seed) & ((1 << 63) - 1)
 
@@ -83,21 +100,167 @@ def _is_device_array(x: Any) -> bool:
     return hasattr(x, "__cuda_array_interface__") or getattr(x, "__cuda_ndarray__", False)
 
 
+# ---- input kinds -------------------------------------------------------------------------------
+# float64 holds every value of every format, so a float64 array is the natural container. Some
+# input kinds hold numbers float64 does not: integers beyond 2^53 and exact rationals. Converting
+# those to float64 first would round them once, and rounding to the format would round again --
+# 2^60 + 2^36 + 1 becomes 2^60 in float64, then fp32 keeps 2^60, though the correct fp32 value is
+# 2^60 + 2^37. So they are rounded from their exact value instead:
+#   * Python ints (any size), numpy integer scalars, Fraction and finite Decimal scalars by the
+#     exact rational rounding below (pure Python; a scalar costs microseconds);
+#   * integer arrays whose values are not all exact in float64 by a kernel that splits each
+#     integer into two float64s whose sum is exact and rounds that sum once (scalar.add_rounded).
+
+_F64_EXACT_INT = 1 << 53  # every integer of magnitude <= 2^53 is a float64
+
+
+def _is_rational_scalar(x: Any) -> bool:
+    """Python ints (not bools), numpy integer scalars, Fractions and finite Decimals."""
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    if isinstance(x, (numbers.Integral, Fraction)):
+        return True
+    return isinstance(x, Decimal) and x.is_finite()
+
+
+def _exact_fraction(x: Any) -> Fraction:
+    """The exact value of a rational scalar (numpy integers become Python ints first: a Fraction
+    of an ``np.int64`` would keep the fixed-width integer inside and overflow)."""
+    return Fraction(int(x)) if isinstance(x, numbers.Integral) else Fraction(x)
+
+
+def _round_rational(
+    q: Fraction, f: Format, mode: int, subnormals: int, saturate: int, rand62: int
+) -> float:
+    """Round the exact rational ``q`` to ``f`` by the definition (the float64 of the result).
+
+    The same rules as :func:`scalar.convert` (gradual underflow, then overflow and flush-to-zero
+    after rounding), and for stochastic rounding the same random-bits comparison: up when
+    ``rand62 < ceil(fraction × 2^62)``.
+    """
+    if q == 0:
+        return 0.0  # an integer or rational zero has no sign: +0
+    neg = q < 0
+    a = -q if neg else q
+    # 1. The binade: 2^e <= a < 2^(e+1), found exactly from the bit lengths.
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    # 2. The quantum of the format at a (fixed at 2^(emin - man_bits) below the normal range).
+    quantum = Fraction(2) ** (max(e, f.emin) - f.man_bits)
+    n = a / quantum
+    k = n.numerator // n.denominator
+    rem = n - k  # the discarded fraction of a quantum, in [0, 1)
+    # 3. Step up (away from zero) or not, by the mode.
+    if rem != 0:
+        half = Fraction(1, 2)
+        if mode == scalar.NEAREST_EVEN:
+            k += rem > half or (rem == half and k % 2 == 1)
+        elif mode == scalar.NEAREST_AWAY:
+            k += rem >= half
+        elif mode == scalar.UP:
+            k += not neg
+        elif mode == scalar.DOWN:
+            k += neg
+        elif mode == scalar.STOCHASTIC:
+            t = rem * (1 << 62)
+            k += rand62 < -((-t.numerator) // t.denominator)  # ceil(rem × 2^62)
+    mag = k * quantum
+    sign = -1.0 if neg else 1.0
+    # 4. Overflow, then flush-to-zero, exactly as convert applies them after rounding.
+    if mag > Fraction(f.max):
+        to_max = (
+            saturate == 1
+            or mode == scalar.TOWARD_ZERO
+            or (mode == scalar.UP and neg)
+            or (mode == scalar.DOWN and not neg)
+        )
+        if to_max:
+            return sign * f.max
+        return sign * math.inf if f.has_inf else math.copysign(math.nan, sign)
+    if mag == 0 or (subnormals == 0 and mag < Fraction(f.min_normal)):
+        return math.copysign(0.0, sign)
+    return sign * float(mag)  # exact: every value of the format is a float64
+
+
+def _native(arr: np.ndarray) -> np.ndarray:
+    """``arr`` in the machine's byte order (``'>f4'`` data is still float32; no value changes)."""
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+
+
+def _ints_exact_in_float64(arr: np.ndarray) -> bool:
+    """True when every element of the integer array is exactly a float64 (|n| <= 2^53)."""
+    if arr.size == 0 or arr.dtype.itemsize < 8:
+        return True  # int8..int32 and uint8..uint32 always are
+    if arr.dtype.kind == "u":
+        return int(arr.max()) <= _F64_EXACT_INT
+    return int(arr.max()) <= _F64_EXACT_INT and int(arr.min()) >= -_F64_EXACT_INT
+
+
 def _as_container(x: Any) -> tuple[np.ndarray, bool]:
-    """Turn the input into a float32/float64 ndarray; report whether it was a scalar."""
+    """Turn the input into a float32/float64 ndarray exactly; report whether it was a scalar.
+
+    Raises ``ValueError`` for integers that float64 cannot hold exactly (callers that round
+    such input handle it first, see :func:`_round_exact_input`) and ``TypeError`` for input
+    kinds that are not real numbers.
+    """
     is_scalar = np.isscalar(x) or (isinstance(x, np.ndarray) and x.ndim == 0)
-    arr = np.asarray(x)
+    if isinstance(x, (Fraction, Decimal)):
+        v = float(x)
+        if not math.isnan(v) and not math.isinf(v) and Fraction(x) != Fraction(v):
+            raise ValueError(f"{x!r} is not exactly a float64; round it with fpsim.round_to first")
+        return np.asarray(v), True
+    try:
+        arr = _native(np.asarray(x))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"cannot read {type(x).__name__} input as numbers: {exc}") from None
     if arr.dtype == np.float32 or arr.dtype == np.float64:
         return arr, is_scalar
-    if arr.dtype.kind in "iub" or arr.dtype == np.float16 or arr.dtype.kind == "V":
+    if arr.dtype.kind in "iu":
+        if not _ints_exact_in_float64(arr):
+            raise ValueError(
+                "integer input beyond 2^53 is not exactly a float64; round it with "
+                "fpsim.round_to first"
+            )
+        return arr.astype(np.float64), is_scalar
+    if arr.dtype.kind == "b" or arr.dtype == np.float16:
+        return arr.astype(np.float64), is_scalar
+    if arr.dtype.kind in "fV" and arr.dtype.itemsize <= 8:
+        # ml_dtypes' bfloat16/fp8 (kind 'V' in older numpy): float64 holds them exactly.
         return arr.astype(np.float64), is_scalar
     if arr.dtype.kind == "f":
-        # Other float dtypes (ml_dtypes bfloat16/fp8, longdouble): float64 holds them exactly,
-        # except longdouble, which we refuse rather than round twice.
-        if arr.dtype.itemsize > 8:
-            raise TypeError(f"{arr.dtype} input is not supported; convert to float64 first")
-        return arr.astype(np.float64), is_scalar
-    raise TypeError(f"expected float32 or float64 values, got an array of {arr.dtype}")
+        # longdouble has more precision than float64: refuse rather than round twice.
+        raise TypeError(f"{arr.dtype} input is not supported; convert to float64 first")
+    raise TypeError(f"expected real numbers (float or integer), got an array of {arr.dtype}")
+
+
+def _round_exact_input(
+    x: Any, f: Format, mode: int, subnormals: int, saturate: int, seed: int, backend: str
+) -> Any:
+    """Round input that float64 cannot hold exactly, from its exact value; None for other input.
+
+    Returns a Python float for Python ints, Fractions and Decimals, a numpy float64 scalar for
+    numpy integer scalars, and a float64 array for integer arrays with values beyond 2^53.
+    """
+    if _is_rational_scalar(x):
+        rand = scalar.random62(seed, 0) if mode == scalar.STOCHASTIC else 0
+        r = _round_rational(_exact_fraction(x), f, mode, subnormals, saturate, rand)
+        return np.float64(r) if isinstance(x, np.integer) else r
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in "iu" or _ints_exact_in_float64(x):
+        return None
+    arr = _native(x)
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    out = np.empty(flat.shape, np.float64)
+    if backend == "python" or (f.man_bits >= 52 and f != fp64):
+        # A 53-bit format other than binary64 (another exponent range): no float64 shortcut.
+        for i, v in enumerate(flat.tolist()):
+            rand = scalar.random62(seed, i) if mode == scalar.STOCHASTIC else 0
+            out[i] = _round_rational(Fraction(v), f, mode, subnormals, saturate, rand)
+    else:
+        from .kernels import cpu
+
+        cpu.round_integers(flat, out, _layout(f) + (mode, subnormals, saturate, seed))
+    return out.reshape(arr.shape)
 
 
 def _check_fits(f: Format, container: np.dtype) -> None:
@@ -132,9 +295,13 @@ def round_to(
 ) -> Any:
     """Round every value of ``x`` to the nearest value of ``fmt`` (by the rounding mode).
 
-    ``x``: a Python/numpy scalar or a float32/float64 array (other numeric input is converted to
-    float64 exactly). The result has the same container dtype and shape; each element is exactly
-    representable in ``fmt``. float64 input is rounded directly, never through float32.
+    ``x``: a Python/numpy scalar or array. float32 and float64 arrays (either byte order) give a
+    result of the same dtype and shape; every other input is rounded from its *exact* value and
+    gives float64: integers of any size (Python ints, int64/uint64 arrays), ``Fraction`` and
+    ``Decimal``, bool, float16 and the ml_dtypes floats. float64 input is rounded directly, never
+    through float32. Refused with ``TypeError``: complex, strings, objects, ``np.longdouble``
+    (more precise than float64). Masked arrays and ``np.matrix`` are read as plain arrays (the
+    mask is dropped). Each element of the result is exactly representable in ``fmt``.
 
     * ``rounding``: ``nearest_even`` (IEEE default), ``nearest_away``, ``toward_zero``, ``up``,
       ``down`` or ``stochastic`` (up with probability equal to the discarded fraction of a
@@ -152,29 +319,39 @@ def round_to(
     (0.0, -5.960464477539063e-08)
     >>> round_to(500.0, "fp8_e4m3"), round_to(500.0, "fp8_e4m3", saturate=True)
     (nan, 448.0)
+    >>> round_to(2**60 + 2**36 + 1, "fp32") == 2**60 + 2**37  # from the exact integer
+    True
     """
     f = get_format(fmt)
     mode = _mode_code(rounding)
+    sub, sat = _flag(subnormals, "subnormals"), _flag(saturate, "saturate")
+    seed_v = _seed_value(seed, mode)
+    if backend not in ("auto", "cpu", "python", "cuda"):
+        raise ValueError(f"backend must be 'auto', 'cpu', 'python' or 'cuda', got {backend!r}")
     if _is_device_array(x) and backend in ("auto", "cuda"):
         from .kernels import cuda
 
-        return cuda.round_device(
-            x, f, mode, int(subnormals), int(saturate), _seed_value(seed, mode)
-        )
+        return cuda.round_device(x, f, mode, sub, sat, seed_v)
+    exact = _round_exact_input(x, f, mode, sub, sat, seed_v, backend)
+    if exact is not None:
+        return exact
     arr, is_scalar = _as_container(x)
     container, int_dt = _CONTAINER[arr.dtype]
     _check_fits(f, arr.dtype)
     src = np.ascontiguousarray(arr).reshape(-1).view(int_dt)
     out = np.empty_like(src)
     lay = _layout(container)
-    params = (
-        lay + _layout(f) + lay + (mode, int(subnormals), int(saturate), _seed_value(seed, mode))
-    )
+    params = lay + _layout(f) + lay + (mode, sub, sat, seed_v)
     _run(src, out, params, "cpu" if backend in ("auto", "cuda") else backend)
     res = out.view(arr.dtype).reshape(arr.shape)
     if is_scalar:
         return float(res[()]) if isinstance(x, (float, int)) else res[()]
     return res
+
+
+def _signed_view(a: np.ndarray) -> np.ndarray:
+    """The same memory read as signed integers of the same width (no copy)."""
+    return a.view(np.dtype(f"i{a.dtype.itemsize}")) if a.dtype.kind == "u" else a
 
 
 def _code_dtype(f: Format) -> np.dtype:
@@ -196,40 +373,51 @@ def to_bits(
 ) -> Any:
     """The bit codes of ``x`` rounded to ``fmt``, as unsigned integers (uint8/16/32/64).
 
-    Rounding follows :func:`round_to` (same arguments). NaN becomes the format's canonical quiet
-    NaN with the input's sign (payloads are not kept).
+    Rounding follows :func:`round_to` (same arguments, same input kinds). NaN becomes the
+    format's canonical quiet NaN with the input's sign (payloads are not kept). The kernel
+    writes the codes straight into the result: no intermediate array larger than it.
 
     >>> [hex(int(to_bits(v, f))) for v, f in [(1.0, "fp16"), (-0.0, "bf16"), (448, "e4m3")]]
     ['0x3c00', '0x8000', '0x7e']
     """
     f = get_format(fmt)
     mode = _mode_code(rounding)
+    sub, sat = _flag(subnormals, "subnormals"), _flag(saturate, "saturate")
+    seed_v = _seed_value(seed, mode)
+    if backend not in ("cpu", "python"):
+        raise ValueError(f"backend must be 'cpu' or 'python', got {backend!r}")
+    exact = _round_exact_input(x, f, mode, sub, sat, seed_v, backend)
+    if exact is not None:
+        # Already rounded: encoding a value of the format is exact in any mode.
+        x, mode, sub, sat, seed_v = exact, scalar.NEAREST_EVEN, 1, 0, 0
     arr, is_scalar = _as_container(x)
     container, int_dt = _CONTAINER[arr.dtype]
     src = np.ascontiguousarray(arr).reshape(-1).view(int_dt)
-    out = np.empty(src.shape, np.int64)
-    params = (
-        _layout(container)
-        + _layout(f)
-        + _layout(f)
-        + (mode, int(subnormals), int(saturate), _seed_value(seed, mode))
-    )
-    _run(src, out, params, backend)
-    # The kernel writes the signed (two's-complement) reading of each code; keep the low bits.
-    codes = (out & ((1 << f.bits) - 1) if f.bits < 64 else out).astype(_code_dtype(f))
-    codes = codes.reshape(arr.shape)
+    # The kernel stores each code's two's-complement reading into a signed view of the unsigned
+    # result: the store keeps exactly the low ``bits`` bits, which are the code.
+    out = np.empty(src.shape, _code_dtype(f))
+    params = _layout(container) + _layout(f) + _layout(f) + (mode, sub, sat, seed_v)
+    _run(src, _signed_view(out), params, backend)
+    if f.bits < 8 * out.itemsize:
+        # A format narrower than its code dtype (fp6 in uint8, tf32 in uint32): the store
+        # sign-extended a negative code into the spare high bits; clear them, in place.
+        np.bitwise_and(out, out.dtype.type((1 << f.bits) - 1), out=out)
+    codes = out.reshape(arr.shape)
     return codes[()] if is_scalar else codes
 
 
 def from_bits(codes: Any, fmt: FormatLike, dtype: Any = None, *, backend: str = "cpu") -> Any:
     """The values of bit codes of ``fmt``, in ``dtype`` (default: float32 when every value of the
-    format fits, else float64). Codes must be integers in ``[0, 2^bits)``.
+    format fits, else float64). Codes must be integers in ``[0, 2^bits)``, of any integer dtype;
+    the kernel reads them in place and writes the values straight into the result.
 
     >>> from_bits([0x7BFF, 0x0001, 0xFC00, 0x7E00], "fp16").tolist()
     [65504.0, 5.960464477539063e-08, -inf, nan]
     """
     f = get_format(fmt)
-    c = np.asarray(codes)
+    if backend not in ("cpu", "python"):
+        raise ValueError(f"backend must be 'cpu' or 'python', got {backend!r}")
+    c = _native(np.asarray(codes))
     is_scalar = c.ndim == 0
     if c.dtype.kind not in "iu":
         raise TypeError(f"codes must be integers, got {c.dtype}")
@@ -240,25 +428,49 @@ def from_bits(codes: Any, fmt: FormatLike, dtype: Any = None, *, backend: str = 
         raise ValueError(f"dtype must be float32 or float64, got {dt}")
     _check_fits(f, dt)
     container, int_dt = _CONTAINER[dt]
-    # Sign-extend the code into a signed int64 (the two's-complement reading pack/unpack use).
-    src = np.ascontiguousarray(c).reshape(-1).astype(np.uint64).view(np.int64)
-    if f.bits < 64:
-        sign = np.int64(1 << (f.bits - 1))
-        src = (src ^ sign) - sign
+    # unpack reads the fields with shifts and masks, so an unsigned code (not sign-extended)
+    # decodes the same as its two's-complement reading.
+    src = _signed_view(np.ascontiguousarray(c).reshape(-1))
     out = np.empty(src.shape, int_dt)
-    params = _layout(f) + _layout(container) + _layout(container) + (0, 1, 0, 0)
-    _run(src, out, params, backend)
+    same_range = f.exp_bits == container.exp_bits and f.bias == container.bias
+    if backend == "cpu" and f.bits <= 16 and src.size > (1 << f.bits) and not same_range:
+        # Decoding is a table look-up for narrow formats (the table: every code, decoded by
+        # the same kernel); it runs at memory speed.
+        from .kernels import cpu
+
+        cpu.decode_table(src, _decode_table(f, dt), out)
+    else:
+        params = _layout(f) + _layout(container) + _layout(container) + (0, 1, 0, 0)
+        _run(src, out, params, backend)
     res = out.view(dt).reshape(c.shape)
     return res[()] if is_scalar else res
 
 
+@functools.lru_cache(maxsize=64)
+def _decode_table(f: Format, dt: np.dtype) -> np.ndarray:
+    """The container bit patterns of every code of ``f`` (at most 16 bits), in code order."""
+    container, int_dt = _CONTAINER[dt]
+    codes = np.arange(1 << f.bits, dtype=np.int64)
+    table = np.empty(codes.shape, int_dt)
+    params = _layout(f) + _layout(container) + _layout(container) + (0, 1, 0, 0)
+    _run(codes, table, params, "cpu")
+    table.flags.writeable = False
+    return table
+
+
 def _step(x: Any, fmt: FormatLike, direction: int) -> Any:
     f = get_format(fmt)
-    arr, is_scalar = _as_container(x)
-    if not f.fits_in(arr.dtype):
-        arr = arr.astype(np.float64)
-    # 1. The representable value on the near side of x (x itself when representable).
-    y = np.asarray(round_to(arr, f, "down" if direction > 0 else "up"))
+    # 1. The representable value on the near side of x (x itself when representable), rounded
+    #    from x's exact value (an integer beyond 2^53 is not first rounded to float64).
+    near = "down" if direction > 0 else "up"
+    y = _round_exact_input(x, f, _mode_code(near), 1, 0, 0, "cpu")
+    is_scalar = np.ndim(x) == 0
+    if y is None:
+        arr, is_scalar = _as_container(x)
+        if not f.fits_in(arr.dtype):
+            arr = arr.astype(np.float64)
+        y = round_to(arr, f, near)
+    y = np.asarray(y)
     # 2. One code further. Codes of one sign are ordered like magnitudes, so the step changes
     #    the magnitude by one code: outward (+1) when the sign agrees with the direction.
     codes = np.asarray(to_bits(y, f)).astype(np.uint64)
@@ -307,11 +519,41 @@ def ulp(x: Any, fmt: FormatLike) -> Any:
 
     >>> ulp(1.0, "fp16"), ulp(65504, "fp16"), ulp(0.0, "fp16") == 2.0**-24
     (0.0009765625, 32.0, True)
+    >>> ulp(2**61 - 1, "fp32") == 2.0**(60 - 23)  # the binade of the exact integer, not 2^61's
+    True
     """
     f = get_format(fmt)
-    a = np.abs(np.asarray(x, dtype=np.float64))
-    _, e = np.frexp(a)  # a = m × 2^e with 0.5 <= m < 1, so the leading bit is 2^(e-1)
-    lead = np.clip(np.where(a == 0, f.emin, e - 1), f.emin, f.emax)
+    lead = _leading_exponent(x)
+    a = np.abs(np.asarray(x if lead is None else 0.0, dtype=np.float64))
+    if lead is None:
+        _, e = np.frexp(a)  # a = m × 2^e with 0.5 <= m < 1, so the leading bit is 2^(e-1)
+        lead = np.where(a == 0, f.emin, e - 1)
+    lead = np.clip(lead, f.emin, f.emax)
     res = np.ldexp(1.0, lead - f.man_bits)
     res = np.where(np.isfinite(a), res, np.nan)
     return float(res) if np.ndim(res) == 0 else res
+
+
+def _leading_exponent(x: Any) -> Any:
+    """floor(log2 |x|) for exact input kinds (integers, Fraction, Decimal), where float64 could
+    round x up into the next binade (2^61 - 1 becomes 2^61); None for other input. Zero gives
+    a very small exponent (the caller clips it to emin)."""
+    if _is_rational_scalar(x):
+        q = abs(_exact_fraction(x))
+        if q == 0:
+            return -(1 << 20)
+        e = q.numerator.bit_length() - q.denominator.bit_length()
+        return e - 1 if Fraction(2) ** e > q else e
+    if isinstance(x, np.ndarray) and x.dtype.kind in "iu":
+        # Exact bit lengths, vectorised: the top 53 bits of a 64-bit magnitude are exact in
+        # float64, and frexp gives their bit length.
+        n = _native(x).astype(np.int64 if x.dtype.kind == "i" else np.uint64)
+        if n.dtype == np.int64:
+            mag = np.where(n < 0, (~n).view(np.uint64) + np.uint64(1), n.view(np.uint64))
+        else:
+            mag = n
+        big = mag >= np.uint64(_F64_EXACT_INT)
+        _, e = np.frexp(np.where(big, mag >> np.uint64(11), mag).astype(np.float64))
+        lead = np.where(big, e - 1 + 11, e - 1)
+        return np.where(mag == 0, -(1 << 20), lead)
+    return None

@@ -28,6 +28,7 @@ Example — the textbook 8-bit format (4 exponent, 3 fraction bits, bias 7):
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,9 +69,20 @@ class Format:
     name: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
+        # Integer fields: Python or numpy integers (stored as int); a float such as 15.5 would
+        # give limits that are not values of the format, and "15" is a typo, not a number.
+        for fname in ("exp_bits", "man_bits", "bias"):
+            v = getattr(self, fname)
+            if v is None and fname == "bias":
+                continue
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+                raise TypeError(f"{fname} must be an integer, got {v!r} ({type(v).__name__})")
+            object.__setattr__(self, fname, int(v))
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {self.name!r}")
+        if not isinstance(self.style, str):
+            raise TypeError(f"style must be one of {STYLES}, got {self.style!r}")
         e, m = self.exp_bits, self.man_bits
-        if not (isinstance(e, int) and isinstance(m, int)):
-            raise TypeError("exp_bits and man_bits must be integers")
         if not 2 <= e <= 11:
             raise ValueError(f"exp_bits must be in 2..11 (to fit in float64), got {e}")
         if not 1 <= m <= 52:
@@ -279,6 +291,9 @@ def get_format(fmt: Format | str | np.dtype | type) -> Format:
     """
     if isinstance(fmt, Format):
         return fmt
+    if fmt is None:
+        # np.dtype(None) is float64: a forgotten argument must not silently mean fp64.
+        raise TypeError("a format is required: a Format, a name such as 'fp16', or a dtype")
     if isinstance(fmt, str):
         key = fmt.strip().lower().replace("torch.", "").replace("np.", "")
         key = _ALIASES.get(key, key)

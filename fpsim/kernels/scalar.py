@@ -206,6 +206,21 @@ def pack(sign, cls, e, sig, nbits, exp_bits, man_bits, bias, fn):
 
 
 @register_jitable
+def nearest_even_fast_ok(c_m, c_b, fmt_m, fmt_b):
+    """True when :func:`round_nearest_even_bits` is exact for this container and format.
+
+    The branch-free path reads a container *subnormal* as having the container's smallest
+    exponent ``1 - c_b`` (its leading bit is not looked for). That is harmless while the format's
+    own smallest exponent ``1 - fmt_b`` is at least as large: every container subnormal then lies
+    in the format's fixed subnormal grid. A format whose grid reaches below the container's
+    normal range (a custom bias above the container's, such as ``Format(8, 7, bias=130)`` in a
+    float32) needs the leading bit of such inputs, so it must take :func:`convert`. The format
+    must also keep fewer fraction bits than the container.
+    """
+    return c_m > fmt_m and fmt_b <= c_b
+
+
+@register_jitable
 def nearest_even_constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate):
     """The container patterns :func:`round_nearest_even_bits` needs, computed once per array.
 
@@ -244,8 +259,8 @@ def round_nearest_even_bits(
     """Round a container pattern (float32/float64 layout) to the format, ties to even, and
     return the container pattern of the result: the same answer as :func:`convert` with
     ``mode=NEAREST_EVEN`` and src = dst = the container, for *every* input — written without a
-    branch so that a compiler can vectorise it (``x if c else y`` becomes a select). The
-    container must have more fraction bits than the format (``c_m > fmt_m``).
+    branch so that a compiler can vectorise it (``x if c else y`` becomes a select). Valid only
+    where :func:`nearest_even_fast_ok` holds (callers check it once per array).
     """
     # 1. Split off the sign; the magnitude pattern is ordered like |x|.
     mag = bits & ((1 << (c_e + c_m)) - 1)
@@ -299,6 +314,51 @@ def round_nearest_even_same_range(bits, c_e, c_m, fmt_m):
     inf = ((1 << c_e) - 1) << c_m
     r = (inf | (1 << (c_m - 1))) if mag > inf else r
     return bits - mag + r
+
+
+@register_jitable
+def container_to_code(r, c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn):
+    """The format's code (unsigned, sign in bit ``fmt_e + fmt_m``) of the container pattern
+    ``r`` of a value already rounded to the format, such as :func:`round_nearest_even_bits`
+    returns; branch-free, so that encoding vectorises like rounding. Valid where
+    :func:`nearest_even_fast_ok` holds (the format's exponents lie within the container's).
+    """
+    # 1. The container fields; sig has the implicit bit, e_c is the exponent of that bit.
+    mag = r & ((1 << (c_e + c_m)) - 1)
+    sign = (r >> (c_e + c_m)) & 1
+    c_inf = ((1 << c_e) - 1) << c_m
+    biased = mag >> c_m
+    sig = (mag & ((1 << c_m) - 1)) | ((1 if biased != 0 else 0) << c_m)
+    e_c = max(biased, 1) - c_b
+    d = c_m - fmt_m
+    # 2. A normal of the format: drop the fraction bits the format lacks (they are zero) and
+    #    move the exponent field from the container's bias to the format's.
+    normal = (mag >> d) + ((fmt_b - c_b) << fmt_m)
+    # 3. A subnormal of the format: the fraction is the value over the subnormal quantum.
+    shift = (1 - fmt_b - fmt_m) - (e_c - c_m)
+    sub = sig >> min(shift, 63)
+    code = normal if e_c >= 1 - fmt_b else sub
+    # 4. Zero, infinity and NaN (the canonical quiet NaN, as pack writes it).
+    inf_code = ((1 << fmt_e) - 1) << fmt_m
+    nan_code = ((1 << (fmt_e + fmt_m)) - 1) if fmt_fn == 1 else inf_code | (1 << (fmt_m - 1))
+    code = 0 if mag == 0 else code
+    code = inf_code if mag == c_inf else code
+    code = nan_code if mag > c_inf else code
+    return (sign << (fmt_e + fmt_m)) | code
+
+
+@register_jitable
+def code_to_container_same_range(code, fmt_e, fmt_m, c_m):
+    """Decode a code of an IEEE-style format that shares the container's exponent field (bf16,
+    tf32 in a float32): the value's container pattern is the code's fields with ``c_m - fmt_m``
+    zero bits appended to the fraction. NaN becomes the canonical quiet NaN, as in
+    :func:`convert`. Branch-free."""
+    width = fmt_e + fmt_m
+    mag = code & ((1 << width) - 1)
+    sign = (code >> width) & 1
+    inf = ((1 << fmt_e) - 1) << fmt_m
+    mag = (inf | (1 << (fmt_m - 1))) if mag > inf else mag
+    return (sign << (width + c_m - fmt_m)) | (mag << (c_m - fmt_m))
 
 
 # fmt: off
