@@ -211,8 +211,11 @@ def _zone_counts(hist: RangeHistogram, f: Format, k: int) -> tuple[dict, bool]:
     """Zone counts after a scale 2^k, and whether they are exact.
 
     ``hist.zones`` is exact for the formats the histogram was built for; for any other format
-    the counts are computed here from the binades (exact except for ties at the two boundaries
-    that lie inside a binade: half the smallest subnormal and the overflow threshold).
+    the counts are computed here from whole binades, approximate in the three binades a zone
+    boundary cuts through: half the smallest subnormal q/2 (the tie, which rounds to 0, counts
+    as subnormal), the binade below the smallest normal (its values from min_normal - q/2 up
+    round up to min_normal but count as subnormal) and the top binade (values past max + ulp/2
+    overflow but count as normal).
     """
     try:
         return hist.zones(f, 2.0**k), True

@@ -2,26 +2,34 @@
 
 A :class:`RangeHistogram` counts |x| by binary exponent — one bin per power of two
 ``[2^e, 2^(e+1))``, a bin for exact zeros and one for inf/NaN — in fixed memory, however many
-arrays are added. Against a :class:`~fpsim.formats.Format` it reports the *zones*:
+arrays are added. Against a :class:`~fpsim.formats.Format` it reports the *zones*: what
+:func:`fpsim.round_to` (round to nearest, ties to even) makes of each value. With ``q`` the
+smallest subnormal and ``ulp`` the spacing at the max:
 
 ==============  ===========================================================================
 ``zero``        x == 0 exactly
-``underflow``   0 < |x| <= half the smallest subnormal: round-to-nearest gives ±0
-                (with ``subnormals=False``: every 0 < |x| < smallest normal)
-``subnormal``   half the smallest subnormal < |x| < smallest normal: kept, with fewer bits
-``normal``      smallest normal <= |x| < the overflow threshold
-``overflow``    |x| >= max + ulp(max)/2 (the tie goes to "even" = inf); for ``fn`` formats
-                |x| > max + ulp(max)/2 (there the tie goes to max)
+``underflow``   x != 0 rounds to ±0: 0 < |x| <= q/2 (the tie q/2 goes to the even 0); with
+                ``subnormals=False`` every 0 < |x| < min_normal - q/2
+``subnormal``   x rounds to a subnormal: q/2 < |x| < min_normal - q/2 (none when
+                ``subnormals=False``)
+``normal``      x rounds to a normal value: min_normal - q/2 <= |x| < the overflow threshold
+``overflow``    x rounds to inf (NaN in a finite-only format): |x| >= max + ulp/2 (the tie
+                goes to the "even" inf); for ``fn`` formats |x| > max + ulp/2 (max is even)
 ``nonfinite``   inf or NaN already
 ==============  ===========================================================================
 
-The boundaries are exactly those of round-to-nearest-even (:func:`fpsim.round_to`): the
-lower ones are powers of two, so the exponent bins resolve them (values exactly at half the
-smallest subnormal — ties to zero — are counted separately); the overflow threshold lies inside
-the top binade, so for each format registered at construction the histogram also counts, per
-binade, the values whose fraction lies beyond it. A scale ``S = 2^k`` multiplies every value
-exactly, so it just shifts the bins by ``k``: :meth:`RangeHistogram.zones` answers "what if the
-gradients had been scaled by S" without re-reading any data.
+Note the values just below the smallest normal: those from ``min_normal - q/2`` up round *up*
+to min_normal (the tie too: min_normal is the even neighbour), so they are ``normal``. This
+holds with ``subnormals=False`` too: ``round_to`` flushes to zero *after* rounding, so only
+what rounding left below min_normal becomes 0.
+
+Every boundary is a threshold ``T = c × 2^b`` inside one binade (``1 <= c < 2``): a value is
+past it when its binade is above ``b``, or is ``b`` and its significand ``1.f`` is past ``c``
+(``>= c`` when the tie at T rounds up, ``> c`` when it rounds down). So for each format
+registered at construction the histogram also counts, per binade, the values whose significand
+lies past each such cut. A scale ``S = 2^k`` multiplies every value exactly and leaves its
+significand alone, so it just shifts the bins by ``k``: :meth:`RangeHistogram.zones` answers
+"what if the gradients had been scaled by S" exactly, without re-reading any data.
 
 >>> import numpy as np
 >>> h = RangeHistogram()
@@ -30,6 +38,10 @@ gradients had been scaled by S" without re-reading any data.
 {'zero': 1, 'underflow': 1, 'subnormal': 2, 'normal': 1, 'overflow': 1, 'nonfinite': 0}
 >>> h.zones("fp16", scale=2**10)["underflow"], h.zones("fp16", scale=2**10)["overflow"]
 (0, 1)
+>>> h = RangeHistogram(formats=("fp16",))
+>>> h.add([2.0**-14 - 2.0**-25, 2.0**-14 - 2.0**-24])  # a tie up to 2^-14; the top subnormal
+>>> h.zones("fp16", subnormals=False)
+{'zero': 0, 'underflow': 1, 'subnormal': 0, 'normal': 1, 'overflow': 0, 'nonfinite': 0}
 
 A :class:`GradientRecorder` fills such histograms from a model during training: per layer, its
 activation and weight gradients as a low-precision run produced them, next to the true (fp32)
@@ -40,6 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -58,48 +71,139 @@ __all__ = [
 
 ZONES = ("zero", "underflow", "subnormal", "normal", "overflow", "nonfinite")
 
-# float64 covers binades 2^-1074 .. 2^1023; every input is converted to float64 (exactly).
+# float64 covers binades 2^-1074 .. 2^1023, and 64-bit integers binades 0 .. 63. Floats are
+# converted to float64 (exactly); integers from 2^53 up, which float64 would round, are
+# classified with integer arithmetic instead.
 _EMIN = -1074
 _EMAX = 1023
 _NBINS = _EMAX - _EMIN + 1
+_INT_EXACT = 1 << 53
 
 DEFAULT_FORMATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32", "tf32")
 
 
-def _overflow_fraction(f: Format) -> tuple[float, bool]:
-    """The significand 1.f in [1, 2) of the overflow threshold in the top binade, and whether
-    the threshold itself overflows (ties to even: for IEEE style the next value up is the
-    'even' one, inf; for fn style max itself is even)."""
-    max_sig = f.max / 2.0**f.emax  # 1.11..1 (ieee) or 1.11..10 (fn), exact
-    return max_sig + 2.0**-f.man_bits / 2, f.style == "ieee"
+# ---- where round-to-nearest-even puts the zone boundaries ---------------------------------------
+@dataclass(frozen=True, order=True)
+class _Cut:
+    """A significand cut ``c`` in [1, 2): a significand is past it when ``> c`` (``strict``) or
+    ``>= c``. The order (c, then strict) is that of the cuts themselves: a significand past one
+    is past every cut before it."""
+
+    c: Fraction
+    strict: bool
+
+    def float_cut(self) -> float:
+        """The ``g`` such that a float64 significand ``s`` (a multiple of 2^-52 in [1, 2)) is
+        past the cut iff ``s >= g``: the first multiple of 2^-52 past ``c`` (2.0: none is).
+        ``c`` itself need not be one (fp64's overflow cut, 2 - 2^-53, is not)."""
+        n = self.c * 2**52
+        return float(Fraction(math.floor(n) + 1 if self.strict else math.ceil(n), 2**52))
+
+    def int_cut(self, b: int) -> int:
+        """The smallest integer past ``c × 2^b``."""
+        t = self.c * 2**b
+        return math.floor(t) + 1 if self.strict else math.ceil(t)
 
 
-def _as_float64(x: Any) -> np.ndarray:
-    if hasattr(x, "numpy") and callable(x.numpy):  # fpsim / torch tensors
+def _halfway(n_below: int, q_exp: int) -> tuple[int, _Cut]:
+    """The threshold halfway between ``n_below × 2^q_exp`` and ``(n_below + 1) × 2^q_exp`` as
+    (binade, cut): values past it round to the upper neighbour. The tie goes to the even
+    multiple: up (past means ``>=``) when ``n_below`` is odd, down (``>``) when it is even."""
+    t = 2 * n_below + 1  # the threshold is t × 2^(q_exp - 1)
+    top = t.bit_length() - 1
+    return q_exp - 1 + top, _Cut(Fraction(t, 1 << top), strict=n_below % 2 == 0)
+
+
+def _boundaries(f: Format) -> dict[str, tuple[int, _Cut]]:
+    """The thresholds on |x| of round-to-nearest-even in ``f``, as (binade, cut): past ``zero``
+    a value no longer rounds to 0, past ``normal`` it rounds to min_normal or above, past
+    ``overflow`` it rounds beyond max."""
+    e_q = f.emin - f.man_bits  # q = 2^e_q, the smallest subnormal, is the spacing below 2^emin
+    return {
+        "zero": _halfway(0, e_q),  # q/2: the tie goes to 0
+        "normal": _halfway((1 << f.man_bits) - 1, e_q),  # min_normal - q/2: to min_normal
+        "overflow": _halfway(f.max_significand, f.emax - f.man_bits),  # max + ulp/2
+    }
+
+
+# ---- input ------------------------------------------------------------------------------------
+def _real_values(x: Any) -> np.ndarray:
+    """``x`` as a flat array of its real values, every one exact: floats as float64 (native
+    byte order), integers as int64 / uint64. Masked arrays give their unmasked values."""
+    if isinstance(x, np.ma.MaskedArray):
+        x = x.compressed()  # masked entries are not data (often a fill value, or garbage)
+    elif hasattr(x, "numpy") and callable(x.numpy):  # fpsim / torch tensors
         x = x.numpy()
-    a = np.asarray(x)
-    if a.dtype.kind not in "fiub" and a.dtype.kind != "V":
-        raise TypeError(f"expected numbers, got an array of {a.dtype}")
-    return a.astype(np.float64, copy=False).ravel()
+    a = np.asarray(x)  # np.matrix becomes a plain ndarray here
+    dt = a.dtype
+    if dt.kind == "V" and dt.names is None and getattr(dt.type, "__module__", "") == "ml_dtypes":
+        import ml_dtypes  # bfloat16, fp8, int4, ...: numpy calls them void ('V')
+
+        # every ml_dtypes float (at most 16 bits) and integer (at most 4) fits float64 exactly
+        for info in (ml_dtypes.finfo, ml_dtypes.iinfo):
+            try:
+                info(dt)
+            except ValueError:
+                continue
+            return a.ravel().astype(np.float64)
+    if dt.kind == "b" or (dt.kind == "f" and dt.itemsize <= 8):
+        return a.ravel().astype(np.float64)  # exact, from either byte order
+    if dt.kind in "iu":
+        return a.ravel().astype(np.uint64 if dt.kind == "u" else np.int64)
+    hint = {
+        "c": ": complex values have no place on a real number line; pass .real or abs(x)",
+        "f": ": it holds values float64 cannot; convert to float64 (rounding) first",
+        "O": ": convert to a numeric dtype first (too large an int, a None, ...?)",
+    }.get("c" if "complex" in dt.name else dt.kind, "")
+    raise TypeError(f"RangeHistogram expects real numbers; got an array of dtype {dt}{hint}")
+
+
+def _int_binades(u: np.ndarray, cuts: list[_Cut]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For magnitudes ``u`` >= 2^53 (uint64): binade index, whether a power of two, and how
+    many of ``cuts`` each is past -- with integer arithmetic, as float64 would round them."""
+    _, e = np.frexp(u.astype(np.float64))  # rounding may carry u up to the next power of two
+    b = np.minimum(e - 1, 63).astype(np.uint64)
+    b -= (np.right_shift(u, b) == 0).astype(np.uint64)  # ... then b is one too high
+    pow2 = u == np.left_shift(np.uint64(1), b)
+    n_past = np.zeros(u.size, np.int64)
+    for cut in cuts:  # per binade 53..63, the smallest integer past the cut (< 2^64: c < 2)
+        table = np.array([cut.int_cut(k) for k in range(53, 64)], np.uint64)
+        n_past += u >= table[b - np.uint64(53)]
+    return b.astype(np.int64) - _EMIN, pow2, n_past
 
 
 class RangeHistogram:
     """Streaming histogram of |x| by binary exponent, with exact zone counts per format.
 
-    ``formats``: the formats whose overflow zone must be exact (the top-binade split is kept
-    for these; the other zones are exact for every format). Memory is fixed: a few arrays of
-    2098 counters.
+    ``formats``: the formats whose zones it can tell (for each, the three binades that a zone
+    boundary cuts through are split at it). Memory is fixed: arrays of 2098 counters, two plus
+    one per distinct boundary (at most three per format). Zones are those of round to nearest,
+    ties to even (:func:`fpsim.round_to`'s default), with or without subnormals.
     """
 
     def __init__(self, formats: tuple[FormatLike, ...] = DEFAULT_FORMATS) -> None:
-        self._formats = {get_format(f).name: get_format(f) for f in formats}
+        fmts: dict[str, Format] = {}
+        for fmt in formats:
+            f = get_format(fmt)
+            if fmts.setdefault(f.name, f) != f:
+                raise ValueError(
+                    f"two different formats are named {f.name!r}: {fmts[f.name]!r} and {f!r}"
+                )
+        self._formats = fmts
+        self._bounds = {name: _boundaries(f) for name, f in fmts.items()}
+        # the cuts in increasing order: a value past cut i is past every cut before it, so one
+        # number per value (how many cuts it is past) says where it stands against all of them
+        self._cuts = sorted({cut for bounds in self._bounds.values() for _, cut in bounds.values()})
+        self._cut_index = {cut: i for i, cut in enumerate(self._cuts)}
+        self._float_cuts = np.array([cut.float_cut() for cut in self._cuts], np.float64)
         self.reset()
 
     def reset(self) -> None:
         """Forget everything added."""
         self.counts = np.zeros(_NBINS, np.int64)  # values with |x| in [2^e, 2^(e+1))
         self.exact_powers = np.zeros(_NBINS, np.int64)  # values with |x| == 2^e exactly
-        self._top = {name: np.zeros(_NBINS, np.int64) for name in self._formats}
+        # _past[i, e]: values in binade e whose significand is past cut i
+        self._past = np.zeros((len(self._cuts), _NBINS), np.int64)
         self.zero = 0
         self.nonfinite = 0
 
@@ -108,32 +212,57 @@ class RangeHistogram:
         return tuple(self._formats)
 
     def add(self, x: Any) -> None:
-        """Count the values of an array (numpy, fpsim.Tensor, anything array-like)."""
-        a = np.abs(_as_float64(x))
+        """Count the values of an array (numpy, fpsim.Tensor, anything array-like).
+
+        Each value is counted as it is, with no rounding on the way in: floats of any width
+        and byte order (float16/32/64, ml_dtypes bfloat16 and fp8) become float64 exactly, and
+        integers are classified exactly even past 2^53. A masked array counts only its
+        unmasked values; an np.matrix is a plain array. Complex, object, string, structured,
+        datetime and long double input raises TypeError (naming the dtype).
+
+        >>> h = RangeHistogram(formats=("fp16",))
+        >>> h.add(np.ma.masked_array([1.0, np.inf, 2.0**-30], mask=[False, True, False]))
+        >>> h.count, h.nonfinite
+        (2, 0)
+        """
+        a = _real_values(x)
+        big = None
+        if a.dtype.kind in "iu":
+            u = a.view(np.uint64)  # two's complement: -u (mod 2^64) is |a|, -2^63 included
+            mag = u if a.dtype.kind == "u" else np.where(a < 0, -u, u)
+            small = mag < np.uint64(_INT_EXACT)
+            big, a = mag[~small], mag[small].astype(np.float64)  # the small ones: exact
+        a = np.abs(a)
         finite = np.isfinite(a)
         self.nonfinite += int(a.size - np.count_nonzero(finite))
         a = a[finite]
         self.zero += int(a.size - np.count_nonzero(a))
         a = a[a != 0]
-        # |x| = m × 2^e with m in [0.5, 1): the binade is e - 1, the significand 2m in [1, 2).
+        # |x| = m × 2^e with m in [0.5, 1): the binade is e - 1, the significand 2m in [1, 2)
+        # (frexp normalises float64 subnormals too, so 2m is exact for every value)
         m, e = np.frexp(a)
-        idx = e - 1 - _EMIN
+        self._count(e - 1 - _EMIN, m == 0.5, np.searchsorted(self._float_cuts, 2.0 * m, "right"))
+        if big is not None and big.size:
+            self._count(*_int_binades(big, self._cuts))
+
+    def _count(self, idx: np.ndarray, pow2: np.ndarray, n_past: np.ndarray) -> None:
+        """Add values given by binade index, whether |x| is a power of two, and the number of
+        cuts their significand is past."""
         self.counts += np.bincount(idx, minlength=_NBINS)
-        self.exact_powers += np.bincount(idx[m == 0.5], minlength=_NBINS)
-        sig = 2.0 * m
-        for name, f in self._formats.items():
-            threshold, inclusive = _overflow_fraction(f)
-            top = sig >= threshold if inclusive else sig > threshold
-            self._top[name] += np.bincount(idx[top], minlength=_NBINS)
+        self.exact_powers += np.bincount(idx[pow2], minlength=_NBINS)
+        n = len(self._cuts)
+        if n:
+            by = np.bincount(idx * (n + 1) + n_past, minlength=_NBINS * (n + 1))
+            at_least = np.cumsum(by.reshape(_NBINS, n + 1)[:, ::-1], axis=1)[:, ::-1]
+            self._past += at_least[:, 1:].T  # past cut i: past at least i + 1 cuts
 
     def merge(self, other: RangeHistogram) -> None:
         """Add another histogram's counts (same formats)."""
-        if set(other._formats) != set(self._formats):
+        if other._formats != self._formats:
             raise ValueError("can only merge histograms built for the same formats")
         self.counts += other.counts
         self.exact_powers += other.exact_powers
-        for name in self._top:
-            self._top[name] += other._top[name]
+        self._past += other._past
         self.zero += other.zero
         self.nonfinite += other.nonfinite
 
@@ -152,46 +281,49 @@ class RangeHistogram:
         lo, hi = nz[0], nz[-1] + 1
         return np.arange(lo, hi) + _EMIN, self.counts[lo:hi].copy()
 
-    def zones(self, fmt: FormatLike, scale: float = 1.0, subnormals: bool = True) -> dict:
-        """Counts per zone (see the module docstring) after multiplying by ``scale``.
-
-        ``scale`` must be a power of two (as GradScaler's are): multiplying by it is exact and
-        shifts every binade by log2(scale), so the answer is exact. Values pushed past float64's
-        range by the shift count as overflow / underflow like any other.
-        """
+    def _format(self, fmt: FormatLike) -> Format:
         f = get_format(fmt)
-        if f.name not in self._formats:
+        known = self._formats.get(f.name)
+        if known is None:
             raise ValueError(
-                f"this RangeHistogram keeps exact overflow counts for {', '.join(self._formats)};"
+                f"this RangeHistogram keeps exact zone counts for {', '.join(self._formats)};"
                 f" build it with formats=(..., {f.name!r}) to ask about {f.name}"
             )
+        if known != f:
+            raise ValueError(
+                f"this RangeHistogram's {f.name!r} is {known!r}, not {f!r}; give different "
+                "formats different names"
+            )
+        return f
+
+    def _past_count(self, b: int, cut: _Cut) -> int:
+        """Values past the threshold ``c × 2^b``: those of the binades above b, and those of
+        binade b whose significand is past the cut c."""
+        i = b - _EMIN
+        above = int(self.counts[max(i + 1, 0) :].sum())
+        return above + (int(self._past[self._cut_index[cut], i]) if 0 <= i < _NBINS else 0)
+
+    def zones(self, fmt: FormatLike, scale: float = 1.0, subnormals: bool = True) -> dict:
+        """Counts per zone (see the module docstring) after multiplying by ``scale``: for each
+        value, the zone of ``round_to(x * scale, fmt, subnormals=subnormals)`` (round to
+        nearest even), with ``x * scale`` taken exactly.
+
+        ``scale`` must be a power of two (as GradScaler's are): multiplying by it is exact and
+        shifts every binade by log2(scale), so the answer is exact. Values pushed past
+        float64's range by the shift count as overflow / underflow like any other.
+        """
+        f = self._format(fmt)
         k = _log2_exact(scale)
-        e_under = f.emin - f.man_bits - 1  # binade of half the smallest subnormal
-        lo_idx = (e_under if subnormals else f.emin) - k - _EMIN  # first binade kept
-        norm_idx = f.emin - k - _EMIN  # first normal binade
-        top_idx = f.emax - k - _EMIN  # the top binade
-        c = self.counts
-
-        def total(a: int, b: int) -> int:  # sum of counts over bin indices [a, b)
-            a, b = max(a, 0), min(b, _NBINS)
-            return int(c[a:b].sum()) if b > a else 0
-
-        def at(arr: np.ndarray, i: int) -> int:
-            return int(arr[i]) if 0 <= i < _NBINS else 0
-
-        underflow = total(0, lo_idx)
-        if subnormals:  # exactly half the smallest subnormal: a tie, to even = zero
-            underflow += at(self.exact_powers, lo_idx)
-        subnormal = total(lo_idx, norm_idx) - (at(self.exact_powers, lo_idx) if subnormals else 0)
-        over_top = at(self._top[f.name], top_idx)
-        overflow = total(top_idx + 1, _NBINS) + over_top
-        normal = total(norm_idx, top_idx + 1) - over_top
+        # a value x is past a threshold T after the scale iff x is past T / 2^k: binade b - k
+        past = {z: self._past_count(b - k, cut) for z, (b, cut) in self._bounds[f.name].items()}
+        nonzero = int(self.counts.sum())
+        kept = past["zero"] if subnormals else past["normal"]  # what does not round to 0
         return {
             "zero": self.zero,
-            "underflow": underflow,
-            "subnormal": subnormal,
-            "normal": normal,
-            "overflow": overflow,
+            "underflow": nonzero - kept,
+            "subnormal": kept - past["normal"],
+            "normal": past["normal"] - past["overflow"],
+            "overflow": past["overflow"],
             "nonfinite": self.nonfinite,
         }
 
@@ -201,9 +333,9 @@ class RangeHistogram:
         n = max(self.count, 1)
         return {k: v / n for k, v in z.items()}
 
-    def lost_fraction(self, fmt: FormatLike, scale: float = 1.0) -> float:
+    def lost_fraction(self, fmt: FormatLike, scale: float = 1.0, subnormals: bool = True) -> float:
         """Fraction of the *non-zero* finite values that would become zero (underflow)."""
-        z = self.zones(fmt, scale)
+        z = self.zones(fmt, scale, subnormals)
         nonzero = self.count - self.zero - self.nonfinite
         return z["underflow"] / nonzero if nonzero else 0.0
 

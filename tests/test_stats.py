@@ -22,13 +22,16 @@ def direct_zones(x, name, scale, subnormals=True):
     tiny, normal, mx = float(fi.smallest_subnormal), float(fi.smallest_normal), float(fi.max)
     # the overflow threshold: max plus half the spacing of the top binade
     thr = mx + float(fi.eps) * 2.0 ** int(np.floor(np.log2(mx))) / 2
+    # the subnormal/normal edge: from normal - tiny/2 up, values round up to the smallest normal
+    # (the tie too: normal is the even neighbour), also with subnormals=False, which flushes
+    # only what rounding left below normal
+    edge = normal - tiny / 2
     fn = name == "fp8_e4m3"
     finite = np.isfinite(xs)
     nz = finite & (xs != 0)
-    low = normal if not subnormals else tiny / 2
-    under = nz & ((xs < low) if not subnormals else (xs <= low))
+    under = nz & ((xs < edge) if not subnormals else (xs <= tiny / 2))
     over = nz & ((xs > thr) if fn else (xs >= thr))
-    sub = nz & ~under & (xs < normal)
+    sub = nz & ~under & (xs < edge)
     return {
         "zero": int(np.sum(finite & (xs == 0))),
         "underflow": int(under.sum()),
@@ -69,6 +72,33 @@ def test_underflow_and_overflow_agree_with_rounding(name):
         z = h.zones(name, 2.0**k)
         assert z["underflow"] == int(np.sum(finite_nz & (r == 0)))
         assert z["overflow"] == int(np.sum(finite_nz & ~np.isfinite(r)))
+
+
+@pytest.mark.parametrize("name", list(FINFO))
+@pytest.mark.parametrize("subnormals", [True, False])
+def test_every_zone_agrees_with_rounding(name, subnormals):
+    """Each zone is what round_to makes of the scaled value, the subnormal/normal edge included:
+    values from min_normal - tiny/2 up round *up* to min_normal (also without subnormals)."""
+    fi = FINFO[name]
+    normal, tiny = float(fi.smallest_normal), float(fi.smallest_subnormal)
+    edge = [normal - tiny / 2, np.nextafter(normal - tiny / 2, 0), normal - tiny, tiny / 2]
+    x = np.concatenate([gradient_like(100_000, 4), np.array(edge, np.float32)])
+    h = RangeHistogram()
+    h.add(x)
+    for k in [0, -4, 8, 16]:
+        xs = x.astype(np.float64) * 2.0**k
+        r = np.abs(fpsim.round_to(xs, name, subnormals=subnormals))
+        fin = np.isfinite(xs)
+        nz = fin & (xs != 0)
+        want = {
+            "zero": int(np.sum(fin & (xs == 0))),
+            "underflow": int(np.sum(nz & (r == 0))),
+            "subnormal": int(np.sum(nz & (r > 0) & (r < normal))),
+            "normal": int(np.sum(nz & np.isfinite(r) & (r >= normal))),
+            "overflow": int(np.sum(nz & ~np.isfinite(r))),
+            "nonfinite": int(np.sum(~fin)),
+        }
+        assert h.zones(name, 2.0**k, subnormals) == want, k
 
 
 def test_streaming_equals_one_shot():
