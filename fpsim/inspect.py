@@ -10,9 +10,13 @@ everything else is exact integer and :class:`fractions.Fraction` arithmetic on t
 binary floating-point value is a *dyadic* rational ``n / 2^k``, so its decimal expansion is
 finite and can be printed in full: ``n / 2^k = n × 5^k / 10^k``.
 
-Input: ``x`` is first converted to a Python float (float64). That is exact for float64, float32,
-float16, bfloat16 and fp8 values; a decimal such as ``0.1`` is the float64 nearest to it, and the
-rounding error reported is measured from that float64.
+Input: ``x`` is rounded from its exact value. A Python float *is* a float64, so the float ``0.1``
+is the float64 nearest to one tenth, and the rounding error reported is measured from it. Text
+is read exactly: ``"0.1"`` is one tenth itself, ``"1/3"`` a third, ``"2**-25"`` a power of two
+(see :func:`parse_number`); so are integers of any size, ``Fraction`` and ``Decimal``. Rounding
+text through float64 first would round twice: ``"1.00048828125000000001"`` lies just above the
+fp16 midpoint ``1 + 2^-11`` and rounds up, but its float64 is the midpoint itself, a tie that
+rounds down.
 
 >>> f = fields(0.1, "fp16")
 >>> f.bits, f.hex, f.decimal
@@ -24,9 +28,12 @@ True
 from __future__ import annotations
 
 import math
+import numbers
+import re
 import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -35,7 +42,15 @@ import numpy as np
 from .core import from_bits, to_bits
 from .formats import Format, FormatLike, get_format
 
-__all__ = ["Fields", "fields", "explain", "all_values", "compare", "DEFAULT_COMPARE_FORMATS"]
+__all__ = [
+    "Fields",
+    "fields",
+    "explain",
+    "all_values",
+    "compare",
+    "parse_number",
+    "DEFAULT_COMPARE_FORMATS",
+]
 
 DEFAULT_COMPARE_FORMATS = ("fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 
@@ -47,7 +62,8 @@ def _pow2(k: int) -> Fraction:
 
 
 def exact_decimal(q: Fraction) -> str:
-    """All digits of a dyadic rational ``n / 2^k`` in positional decimal notation.
+    """All digits of a dyadic rational ``n / 2^k`` (or any ``n / (2^a 5^b)``) in positional
+    decimal notation.
 
     Multiplying top and bottom by ``5^k`` turns the denominator into ``10^k``, so the value has
     exactly ``k`` digits after the point (fewer once trailing zeros are dropped).
@@ -56,11 +72,17 @@ def exact_decimal(q: Fraction) -> str:
     ('0.0009765625', '-1.5', '0')
     """
     n, d = q.numerator, q.denominator
-    k = d.bit_length() - 1
-    if d != 1 << k:
-        raise ValueError(f"{q} is not a dyadic rational (its denominator is not a power of two)")
+    # d = 2^a × 5^b has a finite decimal expansion with k = max(a, b) digits after the point
+    # (every binary value is such; so is a decimal typed as text, such as 0.1 = 1/(2 × 5)).
+    a = (d & -d).bit_length() - 1
+    rest, b = d >> a, 0
+    while rest % 5 == 0:
+        rest, b = rest // 5, b + 1
+    if rest != 1:
+        raise ValueError(f"{q} has no finite decimal expansion")
+    k = max(a, b)
     sign = "-" if n < 0 else ""
-    digits = str(abs(n) * 5**k).rjust(k + 1, "0")  # abs(q) = digits / 10^k
+    digits = str(abs(n) * (10**k // d)).rjust(k + 1, "0")  # abs(q) = digits / 10^k
     whole, frac = digits[: len(digits) - k], digits[len(digits) - k :].rstrip("0")
     return f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}"
 
@@ -127,14 +149,20 @@ def _neighbours(code: int, cls: str, f: Format) -> tuple[float, float]:
     return inward, outward
 
 
-def _input_ulp(x: float, f: Format) -> Fraction:
-    """ulp at the input x: 2^(e - man_bits), e the exponent of |x|'s leading bit in [emin, emax].
+def _binade(q: Fraction) -> int:
+    """floor(log2(q)) for q > 0, exactly."""
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    return e - 1 if _pow2(e) > q else e
+
+
+def _input_ulp(x: Fraction, f: Format) -> Fraction:
+    """ulp at the exact input x: 2^(e - man_bits), e the exponent of |x|'s leading bit in
+    [emin, emax].
 
     Measured at the *input* (not the rounded value), round-to-nearest errors are always within
     half an ulp, also when x rounds up across a power of two into the next binade.
     """
-    _, e = math.frexp(abs(x))  # |x| = m × 2^e with 0.5 <= m < 1: the leading bit is 2^(e-1)
-    lead = min(max(e - 1, f.emin), f.emax) if x != 0 else f.emin  # 0 lies on the subnormal grid
+    lead = min(max(_binade(abs(x)), f.emin), f.emax) if x != 0 else f.emin  # 0: subnormal grid
     return _pow2(lead - f.man_bits)
 
 
@@ -149,13 +177,16 @@ class Fields:
     ``cls``: "zero", "subnormal", "normal", "inf" or "nan". Value: ``value`` (exact Fraction, None
     for inf/NaN), ``stored`` (the same as a float, with -0.0/inf/nan), ``decimal`` (all digits),
     ``form`` (``(-1)^s × 1.f₂ × 2^e``), ``significand`` (exact). Spacing: ``ulp`` (Fraction, at
-    the stored value; None for inf/NaN), ``next_down`` and ``next_up`` (floats). Rounding error of
-    the float64 ``input``: ``error = value - input`` (Fraction), ``rel_error = error / input`` and
-    ``error_ulps = error / ulp(input)``, each None where it is not a finite number.
+    the stored value; None for inf/NaN), ``next_down`` and ``next_up`` (floats). The input:
+    ``exact_input`` (its exact value as a Fraction, None for inf/NaN) and ``input`` (the float64
+    nearest to it, the same number for float input). Rounding error of the exact input:
+    ``error = value - exact_input`` (Fraction), ``rel_error = error / exact_input`` and
+    ``error_ulps = error / ulp(exact_input)``, each None where it is not a finite number.
     """
 
     format: Format
     input: float
+    exact_input: Fraction | None
     rounding: str
     sign: int
     exponent_bits: str
@@ -186,25 +217,81 @@ class Fields:
         return _explain_fields(self)
 
 
-def _as_float(x: Any) -> float:
+def _as_exact(x: Any) -> tuple[float, Fraction | None]:
+    """One number as (the float64 nearest to it, its exact value or None for inf/NaN)."""
     if isinstance(x, str):
-        return _parse_float(x)
+        x = parse_number(x)
     if np.ndim(x) != 0:
         raise TypeError(
             "fields()/explain() take one number; use all_values() or round_to() for arrays"
         )
-    return float(x)
-
-
-def _parse_float(s: str) -> float:
-    """A float from text: decimal (``0.1``, ``-1e-5``, ``inf``, ``nan``) or hex (``0x1.8p-3``)."""
-    t = s.strip()
+    if isinstance(x, (bool, np.bool_)):
+        x = int(x)
+    if isinstance(x, numbers.Integral):
+        q = Fraction(int(x))
+    elif isinstance(x, (Fraction, Decimal)) and (not isinstance(x, Decimal) or x.is_finite()):
+        q = Fraction(x)
+    else:
+        try:
+            xf = float(x)
+        except (TypeError, ValueError):
+            raise TypeError(f"expected one real number, got {x!r}") from None
+        if isinstance(x, (complex, np.complexfloating)):
+            raise TypeError(f"expected one real number, got {x!r}")
+        if isinstance(x, np.floating) and np.dtype(type(x)).itemsize > 8:
+            raise TypeError(f"{np.dtype(type(x))} input is not supported; convert to float64")
+        return xf, (Fraction(xf) if math.isfinite(xf) else None)
     try:
-        if "0x" in t.lower():
-            return float.fromhex(t)
+        return float(q), q
+    except OverflowError:
+        return (math.inf if q > 0 else -math.inf), q
+
+
+def _float_is_exact(xf: float, exact: Fraction | None) -> bool:
+    """Whether the float64 ``xf`` is the input itself (always so for inf and NaN)."""
+    return exact is None or (math.isfinite(xf) and exact == Fraction(xf))
+
+
+_POWER = re.compile(r"^([+-]?)\s*(\d+)\s*(?:\*\*|\^)\s*([+-]?\d+)$")
+
+
+def parse_number(text: str) -> Fraction | float:
+    """The exact number a text means: a Fraction for finite numbers, a float for inf and NaN.
+
+    Accepted: decimals (``"0.1"``, ``"-1e-5"``), fractions (``"1/3"``), integer powers
+    (``"2**-25"``, ``"2^-25"``), hex floats (``"0x1.8p-3"``), ``"inf"`` and ``"nan"``;
+    anything else is a ``ValueError``.
+
+    >>> parse_number("0.1"), parse_number("1/3"), parse_number("-2**-3"), parse_number("0x1.8p1")
+    (Fraction(1, 10), Fraction(1, 3), Fraction(-1, 8), Fraction(3, 1))
+    >>> parse_number("nan"), parse_number("-0.0")
+    (nan, -0.0)
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"expected text, got {type(text).__name__}")
+    t = text.strip().replace("_", "")
+    low = t.lower().lstrip("+-")
+    if low in ("inf", "infinity", "nan"):
         return float(t)
-    except ValueError:
-        raise ValueError(f"not a number: {t!r}") from None
+    m = _POWER.match(t)
+    try:
+        if m:
+            base, exp = int(m.group(2)), int(m.group(3))
+            if abs(exp) > 100_000 or base > 2**64:
+                raise ValueError("too large")
+            v = Fraction(base) ** exp
+            return -v if m.group(1) == "-" else v
+        if "0x" in low:
+            v = Fraction(float.fromhex(t))  # exact for hex floats of up to 53 bits
+        else:
+            v = Fraction(t)
+        # A zero keeps the sign it was typed with ("-0.0" is negative zero): a float then.
+        return -0.0 if v == 0 and t.startswith("-") else v
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise ValueError(
+            f"not a number: {text!r} (write a decimal, a fraction such as 1/3, a power such as "
+            "2**-25, a hex float, inf or nan)"
+        ) from None
 
 
 def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:
@@ -224,8 +311,9 @@ def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:
     ('1 00000000 0000000', 'subnormal', 'nan')
     """
     f = get_format(fmt)
-    xf = _as_float(x)
-    code = int(to_bits(xf, f, rounding))
+    xf, exact = _as_exact(x)
+    # A float is rounded as itself (its sign of zero included), anything else from its exact value.
+    code = int(to_bits(xf if _float_is_exact(xf, exact) else exact, f, rounding))
 
     # 1. Cut the code into its fields (the sign bit on top, then exponent, then fraction).
     m = f.man_bits
@@ -255,15 +343,15 @@ def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:
         ulp = _pow2(exponent - m)
     next_down, next_up = _neighbours(code, cls, f)
 
-    # 3. Rounding error against the exact float64 input (only when both ends are finite).
+    # 3. Rounding error against the exact input (only when both ends are finite).
     error = rel_error = error_ulps = None
-    if value is not None and math.isfinite(xf):
-        error = value - Fraction(xf)
-        rel_error = error / Fraction(xf) if xf != 0 else None
-        error_ulps = error / _input_ulp(xf, f)
+    if value is not None and exact is not None:
+        error = value - exact
+        rel_error = error / exact if exact != 0 else None
+        error_ulps = error / _input_ulp(exact, f)
 
     return Fields(
-        format=f, input=xf, rounding=rounding, sign=sign, exponent_bits=exp_str,
+        format=f, input=xf, exact_input=exact, rounding=rounding, sign=sign, exponent_bits=exp_str,
         mantissa_bits=man_str, code=code, hex=f"0x{code:0{(f.bits + 3) // 4}x}",
         biased_exponent=biased, exponent=exponent, cls=cls, value=value, stored=stored,
         decimal=decimal, significand=significand, form=form, ulp=ulp, next_down=next_down,
@@ -315,6 +403,14 @@ def _typed_is_exact(x: float) -> bool:
     return not math.isfinite(x) or Fraction(repr(x)) == Fraction(x)
 
 
+def _input_text(q: Fraction) -> str:
+    """An exact input: its decimal when it has a finite one, else ``p/q``."""
+    try:
+        return exact_decimal(q)
+    except ValueError:  # 1/3: no finite decimal expansion
+        return f"{q.numerator}/{q.denominator}"
+
+
 def _pow2_text(q: Fraction) -> str:
     """A power of two as ``2^k = exact decimal``."""
     k = q.numerator.bit_length() - 1 if q >= 1 else -(q.denominator.bit_length() - 1)
@@ -339,7 +435,9 @@ def _describe_format(f: Format) -> str:
 
 def _explain_fields(fl: Fields) -> str:
     f = fl.format
-    lines = [f"{_float_text(fl.input)} in {_describe_format(f)}"]
+    exact_text = not _float_is_exact(fl.input, fl.exact_input)
+    shown = _digits_text(_input_text(fl.exact_input)) if exact_text else _float_text(fl.input)
+    lines = [f"{shown} in {_describe_format(f)}"]
     rows: list[str] = []
     hint = "   (sign | exponent | mantissa)" if f.bits <= 32 else ""
     rows += _rows("bits", fl.bits + hint)
@@ -367,7 +465,10 @@ def _explain_fields(fl: Fields) -> str:
     else:
         rows += _rows("value", fl.decimal)
 
-    if _typed_is_exact(fl.input):
+    if exact_text:
+        # text, an integer or a fraction that no float64 holds: it was rounded exactly
+        rows += _rows("input", f"{shown}  (exact, not rounded to float64 first)")
+    elif _typed_is_exact(fl.input):
         rows += _rows("input", f"{_float_text(fl.input)}  (float64, exact)")
     else:
         rows += _rows("input", f"{_float_text(fl.input)} as float64 is exactly")
@@ -379,8 +480,8 @@ def _explain_fields(fl: Fields) -> str:
             f"stored - input ≈ {float(fl.error):.3e}  (relative {rel}, "
             f"{float(fl.error_ulps):.4g} ulp)",
         )
-        rows += _rows("", f"exactly {_digits_text(exact_decimal(fl.error))}")
-    elif math.isfinite(fl.input) and fl.value is None:
+        rows += _rows("", f"exactly {_digits_text(_input_text(fl.error))}")
+    elif fl.exact_input is not None and fl.value is None:
         rows += _rows("error", f"overflow: |input| is beyond the largest finite {f.max!r}")
     else:
         rows += _rows("error", "- (input is not finite)")
@@ -490,9 +591,14 @@ def compare(x: Any, formats: Iterable[FormatLike] = DEFAULT_COMPARE_FORMATS) -> 
     fp16      0 01101 0101010101             0x3555  0.333251953125  -8.138e-05  -2.441e-04  -0.333
     fp8_e5m2  0 01101 01                     0x35    0.3125          -2.083e-02  -6.250e-02  -0.333
     """
-    xf = _as_float(x)
+    xf, exact = _as_exact(x)
     head = f"x = {_float_text(xf)}"
-    if not _typed_is_exact(xf):
+    if not _float_is_exact(xf, exact):
+        # Text, a big integer or a fraction, rounded from its exact value (not through float64).
+        typed = x.strip() if isinstance(x, str) else _digits_text(_input_text(exact))
+        head = f"x = {typed}  (rounded from its exact value, not through float64)"
+        head += f"\n  float64 would hold {_digits_text(_value_text(xf))}"
+    elif not _typed_is_exact(xf):
         # The decimal the user typed is not what is rounded: the float64 nearest to it is.
         text = _digits_text(_value_text(xf))
         head += f"\n  = {text}  (the exact float64 value)"
@@ -500,11 +606,11 @@ def compare(x: Any, formats: Iterable[FormatLike] = DEFAULT_COMPARE_FORMATS) -> 
               "abs error", "rel error", "ulps")  # fmt: skip
     rows = []
     for fmt in formats:
-        fl = fields(xf, fmt)
+        fl = fields(xf if _float_is_exact(xf, exact) else exact, fmt)
         if fl.error is not None:
             rel = "-" if fl.rel_error is None else f"{float(fl.rel_error):+.3e}"
             errs = (f"{float(fl.error):+.3e}", rel, f"{float(fl.error_ulps):+.3f}")
-        elif math.isfinite(xf):
+        elif exact is not None:
             errs = ("overflow", "", "")
         else:
             errs = ("-", "-", "-")

@@ -36,7 +36,9 @@ def test_bits_point_one_subprocess():
     r = run_cli("bits", "0.1")
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    assert out.startswith("x = 0.1\n")
+    # the typed decimal is rounded from its exact value (one tenth), not through float64
+    assert out.startswith("x = 0.1  (rounded from its exact value, not through float64)\n")
+    assert "float64 would hold 0.1000000000000000055511151231257827021181583404541015625" in out
     assert "0 01011 1001100110" in row(out, "fp16")
     assert "0x2e66" in row(out, "fp16") and "0.0999755859375" in row(out, "fp16")
     assert "0 01111011 1001101" in row(out, "bf16") and "0x3dcd" in row(out, "bf16")
@@ -81,14 +83,15 @@ def test_bits_light_import():
 # ---- in-process (fast) ----------------------------------------------------------------------
 def test_default_value_is_point_one(capsys):
     assert main(["bits"]) == 0
-    assert capsys.readouterr().out.startswith("x = 0.1\n")
+    assert capsys.readouterr().out.startswith("x = 0.1  (rounded from its exact value")
 
 
 def test_formats_option_and_negative_values(capsys):
     assert main(["bits", "-0.0", "-1e-5", "2", "--formats", "fp16,bf16"]) == 0
     out = capsys.readouterr().out
     assert out.count("x = ") == 3
-    assert "x = -0.0" in out and "x = -1e-05" in out and "x = 2.0" in out
+    assert "x = -0.0\n" in out and "x = -1e-5  (rounded from its exact value" in out
+    assert "x = 2.0\n" in out
     assert "1 00000 0000000000" in out  # -0.0 in fp16
     assert "1 00000000 0000000" in out  # -0.0 in bf16
     assert "0 10000 0000000000" in out  # 2.0 in fp16

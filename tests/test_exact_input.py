@@ -450,3 +450,52 @@ def test_from_bits_every_code(f):
         quiet = np.array([np.nan], dt).view(it)[0]
         sign = it(1) << it(8 * np.dtype(dt).itemsize - 1)
         assert ((got.view(it)[nan] & ~sign) == quiet).all()
+
+
+# ---- inspect: text and big integers are read exactly ------------------------------------------
+
+from fpsim import inspect as fi  # noqa: E402
+
+
+def test_text_is_rounded_from_its_exact_value():
+    # 1 + 2^-11 + 10^-20: just above the fp16 midpoint 1 + 2^-11 between 1 and 1 + 2^-10, so it
+    # rounds up; its float64 is the midpoint itself, a tie that rounds to even (down, to 1)
+    text = "1.00048828125000000001"
+    assert float(text) == 1 + 2**-11
+    fl = fi.fields(text, "fp16")
+    assert fl.code == 0x3C01 and fl.value == 1 + Fraction(1, 1024)
+    assert fl.exact_input == Fraction(text)
+    assert fl.error == 1 + Fraction(1, 1024) - Fraction(text)
+    assert "exact, not rounded to float64 first" in fi.explain(text, "fp16")
+    assert int(fpsim.to_bits(float(text), "fp16")) == 0x3C00  # the float64 route: one lower
+
+
+def test_fractions_and_big_integers_in_fields():
+    fl = fi.fields("1/3", "fp16")
+    assert fl.value == Fraction(0.333251953125)
+    assert fl.error == Fraction(0.333251953125) - Fraction(1, 3)
+    assert "-1/12288" in fi.explain("1/3", "fp16")  # 2731/8192 - 1/3, by hand
+    fl = fi.fields(2**70 + 1, "fp32")
+    assert fl.value == 2**70 and fl.error == -1
+    assert fi.fields(10**400, "fp16").cls == "inf"
+    head = fi.compare("0.1", ["fp16"]).splitlines()[0]
+    assert head == "x = 0.1  (rounded from its exact value, not through float64)"
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [("0.1", Fraction(1, 10)), ("-1e-5", Fraction(-1, 100000)), ("1/3", Fraction(1, 3)),
+     ("2**-25", Fraction(1, 2**25)), ("2^10", Fraction(1024)), ("-2**-3", Fraction(-1, 8)),
+     ("0x1.8p-3", Fraction(3, 16)), (" 65520 ", Fraction(65520))],
+)  # fmt: skip
+def test_parse_number(text, value):
+    assert fi.parse_number(text) == value
+
+
+def test_parse_number_specials_and_errors():
+    assert math.isnan(fi.parse_number("nan")) and fi.parse_number("-inf") == -math.inf
+    z = fi.parse_number("-0.0")
+    assert z == 0 and math.copysign(1.0, z) < 0
+    for bad in ("", "abc", "1/0", "0.1.2", "2**999999999", "1e"):
+        with pytest.raises(ValueError, match="not a number"):
+            fi.parse_number(bad)

@@ -57,7 +57,7 @@ def demo_bits(argv: list[str]) -> int:
     args = parser.parse_args([" " + a if _NEGATIVE_NUMBER.match(a) else a for a in argv])
 
     from fpsim.formats import get_format
-    from fpsim.inspect import _parse_float, compare, explain
+    from fpsim.inspect import compare, explain, parse_number
 
     try:
         formats = [get_format(name) for name in args.formats.split(",") if name.strip()]
@@ -66,9 +66,11 @@ def demo_bits(argv: list[str]) -> int:
     if not formats:
         parser.error("--formats: give at least one format")
     try:
-        values = [_parse_float(v) for v in args.values]
+        for v in args.values:
+            parse_number(v)  # compare() and explain() read the text exactly themselves
     except ValueError as exc:
         parser.error(str(exc))
+    values = [v.strip() for v in args.values]
 
     _quiet_numba()
     blocks = []
