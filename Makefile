@@ -49,6 +49,7 @@ lessons: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_round.py
+	$(PY) benchmarks/bench_bits.py
 	$(PY) benchmarks/bench_arith.py
 	$(PY) benchmarks/bench_train.py
 
