@@ -29,6 +29,7 @@ Example — the textbook 8-bit format (4 exponent, 3 fraction bits, bias 7):
 from __future__ import annotations
 
 import numbers
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -283,11 +284,14 @@ def get_format(fmt: Format | str | np.dtype | type) -> Format:
 
     >>> get_format("half") is fp16, get_format("bfloat16") is bf16, get_format("e4m3").max
     (True, True, 448.0)
+    >>> get_format("e4m3_ieee").max, get_format("Format(4, 3, bias=5)").max, get_format("e5m10")
+    (240.0, 960.0, Format(fp16: exp_bits=5, man_bits=10))
     >>> get_format("fp17")
     Traceback (most recent call last):
     ...
     ValueError: unknown format 'fp17'; known: fp32, fp16, bf16, tf32, fp8_e4m3, fp8_e5m2, fp64 \
-(aliases: half, float16, bfloat16, e4m3, e5m2, ...) or Format(exp_bits, man_bits)
+(aliases: half, float16, bfloat16, e4m3, e5m2, ...), a generated name such as e4m3_ieee or \
+e5m10_b20, or Format(exp_bits, man_bits[, bias][, style])
     """
     if isinstance(fmt, Format):
         return fmt
@@ -295,13 +299,18 @@ def get_format(fmt: Format | str | np.dtype | type) -> Format:
         # np.dtype(None) is float64: a forgotten argument must not silently mean fp64.
         raise TypeError("a format is required: a Format, a name such as 'fp16', or a dtype")
     if isinstance(fmt, str):
-        key = fmt.strip().lower().replace("torch.", "").replace("np.", "")
+        key = fmt.strip().lower().replace("torch.", "").replace("np.", "").replace("numpy.", "")
         key = _ALIASES.get(key, key)
         if key in _BUILTIN:
             return _BUILTIN[key]
+        parsed = _parse_format_text(fmt.strip())
+        if parsed is not None:
+            # the built-in of the same semantics keeps its name (e5m10 is fp16)
+            return next((b for b in _BUILTIN.values() if b == parsed), parsed)
         raise ValueError(
             f"unknown format {fmt!r}; known: {', '.join(_BUILTIN)} "
-            "(aliases: half, float16, bfloat16, e4m3, e5m2, ...) or Format(exp_bits, man_bits)"
+            "(aliases: half, float16, bfloat16, e4m3, e5m2, ...), a generated name such as "
+            "e4m3_ieee or e5m10_b20, or Format(exp_bits, man_bits[, bias][, style])"
         )
     try:
         dt = np.dtype(fmt)
@@ -311,6 +320,33 @@ def get_format(fmt: Format | str | np.dtype | type) -> Format:
         if f.dtype is not None and f.dtype == dt:
             return f
     raise ValueError(f"dtype {dt} has no matching fpsim format")
+
+
+# The names Format generates ("e4m3_ieee", "e5m10", "e3m4fn_b5") and Format(...) as written in
+# Python ("Format(4, 3)", "Format(4, 3, bias=5, style='fn')"): whatever fpsim prints, it reads.
+_GENERATED_NAME = re.compile(r"^e(\d+)m(\d+)(fn)?(?:_b(-?\d+))?(_ieee)?$")
+_FORMAT_CALL = re.compile(
+    r"^(?:fpsim\.)?Format\(\s*(?:exp_bits\s*=\s*)?(\d+)\s*,\s*(?:man_bits\s*=\s*)?(\d+)"
+    r"(?:\s*,\s*(?:bias\s*=\s*)?(-?\d+))?"
+    r"(?:\s*,\s*style\s*=\s*['\"](ieee|fn)['\"])?\s*\)$"
+)
+
+
+def _parse_format_text(text: str) -> Format | None:
+    """A Format from its generated name or from ``Format(...)`` text; None if neither."""
+    m = _GENERATED_NAME.match(text.lower())
+    if m:
+        e, mb, fn, bias, ieee = m.groups()
+        if fn and ieee:
+            return None
+        style = "fn" if fn else "ieee"
+    else:
+        m = _FORMAT_CALL.match(text)
+        if not m:
+            return None
+        e, mb, bias, style = m.groups()
+        style = style or "ieee"
+    return Format(int(e), int(mb), None if bias is None else int(bias), style)
 
 
 def _native_dtype(f: Format) -> np.dtype | None:

@@ -108,3 +108,31 @@ def test_container_dtype():
     assert fpsim.tf32.container_dtype == np.float32
     assert Format(11, 10).container_dtype == np.float64
     assert fpsim.fp64.container_dtype == np.float64
+
+
+# ---- every name fpsim prints, get_format reads back -------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 11), st.integers(1, 52), st.integers(-60, 1075), st.sampled_from(["ieee", "fn"]))
+def test_generated_names_and_format_text_parse_back(e, m, bias, style):
+    try:
+        f = fpsim.Format(e, m, bias=bias, style=style)
+    except ValueError:
+        return  # does not fit in float64
+    g = fpsim.get_format(f.name)
+    assert (g.exp_bits, g.man_bits, g.bias, g.style) == (e, m, bias, style)
+    text = f"Format({e}, {m}, bias={bias}, style={style!r})"
+    assert fpsim.get_format(text) == f
+    assert fpsim.get_format(f"fpsim.Format(exp_bits={e}, man_bits={m}, bias={bias})").style == "ieee"
+
+
+def test_format_text_spellings():
+    assert fpsim.get_format("e4m3_ieee") == fpsim.Format(4, 3) and fpsim.get_format("e4m3_ieee").max == 240
+    assert fpsim.get_format("Format(4,3)").max == 240  # IEEE style: 1.875 * 2^7, by hand
+    assert fpsim.get_format("e5m10") is fpsim.fp16 and fpsim.get_format("E5M2") is fpsim.fp8_e5m2
+    for bad in ("e4m3fn_ieee", "Format(4)", "Format(4, 3, style='x')", "e99m3", "Format(4.5, 3)"):
+        with pytest.raises((ValueError, TypeError)):
+            fpsim.get_format(bad)
