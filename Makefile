@@ -7,16 +7,13 @@ STAMP  := $(VENV)/.fpsim-installed
 
 .PHONY: demo figures test install lint bench verify lessons clean-cache clean
 
-# PyTorch is optional: with it, tests/test_torch_parity.py and the torch comparison in
-# tests/test_nn_optim.py check fpsim against a live torch.amp. It is installed only from a CPU
-# wheel already on this machine (never a multi-GB download); without one those tests skip.
-TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-2.13.0+cpu-cp311-*.whl))
-
+# The test set-up includes PyTorch (the `torch` extra, pinned to torch==2.13.0) for the live
+# comparisons of tests/test_torch_parity.py and others: pip on these machines resolves that pin
+# to a local CPU build (no multi-GB download). A plain `pip install .` needs no torch.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,bench]"
-	$(if $(TORCH_WHEEL),$(PY) -m pip install --quiet "$(TORCH_WHEEL)" || echo "torch not installed: its comparisons will be skipped")
+	$(PY) -m pip install --quiet -e ".[test,bench,torch]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -42,7 +39,7 @@ test: $(STAMP) lint
 	$(PY) -m pytest -q --ignore=tests/cudasim --doctest-glob=README.md tests fpsim README.md
 	$(PY) -m pytest -q tests/cudasim
 
-# Jupyter (and ipywidgets for the interactive cells) come with the lessons extra.
+# Jupyter, nbconvert (to run a lesson headless) and ipywidgets come with the lessons extra.
 lessons: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[lessons]"
 	$(PY) -m jupyter lab lessons/
