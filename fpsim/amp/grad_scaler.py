@@ -53,7 +53,7 @@ import numpy as np
 
 from ..autograd.grad_mode import no_grad
 from ..autograd.tensor import Tensor
-from ..formats import fp16
+from ..formats import fp16, fp32
 from .functional import amp_foreach_non_finite_check_and_unscale_, amp_update_scale_
 
 __all__ = ["GradScaler", "StaticGradScaler", "OptState"]
@@ -123,25 +123,30 @@ class GradScaler:
         self._growth_tracker = np.full(1, self._init_growth_tracker, dtype=np.int32)
 
     # ---- scale -------------------------------------------------------------------------------
+    def _scale_operand(self) -> Tensor:
+        """The factor as PyTorch multiplies by it: a 0-dim float32 tensor (a copy of the scale,
+        so that a later ``update()`` cannot change what a graph kept)."""
+        if self._scale is None:
+            self._lazy_init_scale_growth_tracker()
+        return Tensor._make(np.array(self._scale[0], dtype=np.float32), fp32)
+
     def scale(self, outputs):
         """Multiply ``outputs`` (a Tensor, or a nested list/tuple of Tensors; other iterables
-        give a lazy ``map``) by the scale factor. The factor enters as a float32 number (a weak
-        scalar), so an fp16 output stays fp16, as PyTorch's 0-dim scale tensor does."""
+        give a lazy ``map``) by the scale factor, a 0-dim float32 tensor as PyTorch's. By the
+        promotion rule (a dimensioned tensor outranks a 0-dim one) an fp16/bf16 output with
+        dimensions keeps its format, while a 0-dim one -- a loss -- becomes fp32: an fp16 loss
+        2.0 scales to 131072.0, not to fp16's inf."""
         if not self._enabled:
             return outputs
         if isinstance(outputs, Tensor):
-            if self._scale is None:
-                self._lazy_init_scale_growth_tracker()
-            return outputs * float(self._scale[0])
+            return outputs * self._scale_operand()
 
-        stash: list[float] = []
+        stash: list[Tensor] = []
 
         def apply_scale(val):
             if isinstance(val, Tensor):
                 if not stash:
-                    if self._scale is None:
-                        self._lazy_init_scale_growth_tracker()
-                    stash.append(float(self._scale[0]))
+                    stash.append(self._scale_operand())
                 return val * stash[0]
             if isinstance(val, abc.Iterable):
                 iterable = map(apply_scale, val)

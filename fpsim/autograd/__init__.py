@@ -66,9 +66,11 @@ once to the compute format. Derivatives are taken at the stored inputs, or at th
 log_softmax, logsumexp). A **cast node**'s backward casts the incoming gradient to the SOURCE
 tensor's format; an implicit promotion (an fp16 input of an fp32 op) behaves the same: the
 gradient is rounded to the input's own format. Gradients reaching one tensor from several uses
-are summed and rounded once to its format; ``.grad`` is a Tensor in the tensor's format. So with
-an fp16 matmul the activation gradients are fp16 values, and a gradient below 2^-25 reaching an
-fp16 op becomes 0 -- exactly where real fp16 training underflows.
+are added pairwise as they arrive, each addition rounded to its format (as PyTorch's autograd
+accumulates them), so three fp16 contributions can sum to a different value than their exact sum
+rounded once; ``.grad`` is a Tensor in the tensor's format. So with an fp16 matmul the activation
+gradients are fp16 values, and a gradient below 2^-25 reaching an fp16 op becomes 0 -- exactly
+where real fp16 training underflows.
 
 **Dispatch policy (the hook for autocast).** :func:`set_dispatch_policy` installs one callback
 ``policy(op_name, args) -> args`` that :meth:`Function.apply` consults before every op (every

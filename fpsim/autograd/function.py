@@ -30,7 +30,13 @@ Subclass :class:`Function`, give it a unique ``name`` (it is registered under th
    (float32 for fp32, float64 for every other format) -- or, for ops whose
    ``forward_precision = "stored"``, in the storage container, unconverted;
 4. rounds the result once to ``ctx.fmt`` (``"stored"`` ops return values already in the format);
-5. records the node when grad mode is on and an input requires grad.
+5. records the node when grad mode is on and an input requires grad, with the version of every
+   tensor the op keeps for its backward (:data:`SAVED_FOR_BACKWARD`; a result that shares its
+   input's memory -- reshape, transpose, basic indexing -- is a view sharing its version counter).
+
+In-place writes (``fill_``, ``zero_``, ``copy_``, ``t[i] = v``) count one version of the tensor
+they write; a backward that needs a kept tensor whose version has moved raises PyTorch's
+"modified by an inplace operation" error instead of using the new values.
 
 In backward the engine gives ``backward`` the output gradient (a value of ``ctx.fmt``), rounds
 each returned input gradient once to ``ctx.fmt``, and then -- where an input's own format
@@ -48,7 +54,7 @@ import numpy as np
 from ..formats import Format
 from .grad_mode import is_grad_enabled
 from .hooks import RemovableHandle
-from .precision import _info, promote_formats, to_format
+from .precision import _info, contains, result_format, to_format
 
 __all__ = [
     "Function",
@@ -152,10 +158,14 @@ class Function:
 
     @classmethod
     def compute_format(cls, args: tuple, kwargs: dict) -> Format | None:
-        """The format the op computes in: PyTorch-style promotion of the floating tensor
-        inputs. Python scalars ("weak" tensors) never widen it; integer tensors are ignored;
-        no floating input at all gives None (integer arithmetic in numpy)."""
-        return _promote_args(args)
+        """The format the op computes in: PyTorch's type promotion of the operands
+        (:func:`~fpsim.autograd.precision.result_format`). Tensors with dimensions decide
+        before 0-dim tensors, which decide before Python numbers ("weak" tensors): fp16 [n] *
+        fp32 0-dim is fp16, fp16 0-dim * fp32 0-dim is fp32. Integer tensors never decide
+        against a floating operand; no floating operand at all gives None (integer arithmetic
+        in numpy). Ops that PyTorch runs on broadcast operands
+        (:data:`BROADCAST_BEFORE_PROMOTION`) count every tensor as dimensioned."""
+        return _promote_args(args, by_dim=cls.name not in BROADCAST_BEFORE_PROMOTION)
 
     @classmethod
     def output_format(cls, args: tuple, fmt: Format | None) -> Format | None:
@@ -170,6 +180,9 @@ class Function:
 
         if _policy is not None and cls.dispatch:
             args = tuple(_policy(cls.name, args))
+        grad_on = is_grad_enabled()
+        if grad_on:
+            _check_views(args, Tensor)
         fmt = cls.compute_format(args, kwargs)
         ctx = cls.__new__(cls)
         ctx.fmt = fmt
@@ -179,13 +192,15 @@ class Function:
         stored = cls.forward_precision == "stored"
         if fmt is None:
             xs = tuple(a.data if isinstance(a, Tensor) else a for a in args)
-            out = np.asarray(cls.forward(ctx, *xs, **kwargs))
+            with np.errstate(all="ignore"):  # 1 / 0 is inf here too, without a warning
+                out = np.asarray(cls.forward(ctx, *xs, **kwargs))
             if out.dtype.kind == "f":  # an integer op with a real result: default format fp32
                 out_fmt = ctx.fmt = _default_format()
                 out = to_format(out, out_fmt)
             else:
                 out_fmt = None
             res = Tensor._make(out, out_fmt)
+            _link_view(res, args, Tensor)
             if _observers:
                 _notify("forward", cls.name, _tensors(args), (res,))
             return res
@@ -194,7 +209,7 @@ class Function:
             xs = args
         else:
             work = info.container if stored else info.math
-            xs = tuple(_to_work(a, work) if isinstance(a, Tensor) else a for a in args)
+            xs = tuple(_to_work(a, work, fmt, stored) if isinstance(a, Tensor) else a for a in args)
         with np.errstate(all="ignore"):  # inf/NaN are values here, as in PyTorch: no warnings
             out = cls.forward(ctx, *xs, **kwargs)
         out_fmt = getattr(ctx, "out_fmt", fmt)
@@ -204,19 +219,22 @@ class Function:
                 out = out.astype(_info(out_fmt).container)
         else:
             out = to_format(out, out_fmt)
-        requires = is_grad_enabled() and any(
-            isinstance(a, Tensor) and a.requires_grad for a in args
-        )
+        requires = grad_on and any(isinstance(a, Tensor) and a.requires_grad for a in args)
         res = Tensor._make(out, out_fmt, requires)
+        _link_view(res, args, Tensor)
         if requires:
             ctx.inputs = tuple(
                 a if isinstance(a, Tensor) and a.requires_grad else None for a in args
             )
+            # the nodes the inputs came from, now: a later in-place write that records a new
+            # node for an input must not reroute this node's gradient (PyTorch's edges)
+            ctx._edges = tuple(None if a is None else a._ctx for a in ctx.inputs)
             ctx.needs_input_grad = tuple(a is not None for a in ctx.inputs)
             ctx.out = out
             ctx.out_fmt = out_fmt
             ctx.hooks = None
             ctx.retain = None
+            ctx._saved = _save_versions(cls.name, args, ctx.needs_input_grad, res, Tensor)
             res._ctx = ctx
         if _observers:
             _notify("forward", cls.name, _tensors(args), (res,))
@@ -225,6 +243,9 @@ class Function:
     def _backward(self, grad: np.ndarray) -> list:
         """Run this node's backward: grad (a value of the output format, container dtype) ->
         one container array per input (or None), each in that input's format."""
+        for t, counter, version in self._saved:
+            if counter[0] != version:
+                raise RuntimeError(_modified_message(self, t, counter[0], version))
         info = _info(self.fmt)
         mode = self.backward_precision
         g = grad if mode != "math" else grad.astype(info.math, copy=False)
@@ -279,30 +300,185 @@ def _tensors(args: tuple) -> tuple:
     return tuple(a for a in args if isinstance(a, Tensor))
 
 
-def _to_work(t, work: np.dtype) -> np.ndarray:
-    if t.format is None:
+def _to_work(t, work: np.dtype, fmt: Format, stored: bool) -> np.ndarray:
+    """A tensor argument as the op's forward receives it (``work``: the math or container
+    dtype of the compute format ``fmt``)."""
+    f = t.format
+    if f is None:
         return t.data
+    if f is not fmt and f != fmt and not t._weak and not contains(fmt, f):
+        # a 0-dim operand of a wider format, outranked by a dimensioned one (fp16 [n] * fp32
+        # 0-dim computes in fp16). PyTorch's CPU kernels read such an operand like a Python
+        # number, at the op's opmath precision (float32 for formats stored in float32); ops
+        # that only move values cast it to the format.
+        if stored:
+            return to_format(t.data, fmt)
+        hold = np.float32 if _info(fmt).container == np.float32 else np.float64
+        return t.data.astype(hold, copy=False).astype(work, copy=False)
     return t.data.astype(work, copy=False)
 
 
-def _promote_args(args: tuple) -> Format | None:
-    """PyTorch promotion: strong floating tensors decide; weak (Python scalar) ones only when
-    there is no strong floating input (int tensor * 0.5 -> fp32)."""
+#: Ops that PyTorch runs on operands it broadcast first (``mse_loss`` calls
+#: ``broadcast_tensors``), so a 0-dim operand counts as dimensioned in their promotion.
+BROADCAST_BEFORE_PROMOTION = frozenset({"mse_loss"})
+
+
+def _promote_args(args: tuple, by_dim: bool = True) -> Format | None:
+    """The compute format of an op's arguments by PyTorch's promotion (``result_format``):
+    tensors with dimensions, then 0-dim tensors, then Python numbers (weak tensors).
+    ``by_dim=False`` puts every tensor in the first group."""
     from .tensor import Tensor
 
-    strong = []
-    weak = None
+    groups: tuple[list, list, list] = ([], [], [])  # dimensioned, 0-dim, Python numbers
     for a in args:
-        if isinstance(a, Tensor) and a.format is not None:
-            if a._weak:
-                weak = a.format
-            else:
-                strong.append(a.format)
-    if strong:
-        return strong[0] if len(strong) == 1 else promote_formats(strong)
-    if weak is not None:
-        return weak
-    return None
+        if isinstance(a, Tensor) and a.format is not None:  # integers never decide
+            groups[2 if a._weak else 0 if (a.data.ndim or not by_dim) else 1].append(a.format)
+    return result_format(*groups)
+
+
+# ---- views and the version counter -----------------------------------------------------------
+
+
+def _link_view(res, args: tuple, Tensor: type) -> None:
+    """Make ``res`` a view when its array shares memory with a tensor argument's (reshape,
+    transpose, permute, basic indexing): it shares that tensor's version counter and records
+    the base tensor and the base's node at this moment, as PyTorch's views do."""
+    out = res.data
+    owner = out.base is not None  # else only the argument's own array can be out itself
+    for a in args:
+        if not isinstance(a, Tensor):
+            continue
+        if a.data is out or (owner and a.data.size and np.may_share_memory(out, a.data)):
+            res._vc = a._counter()
+            base = a if a._view is None else a._view[0]
+            res._view = (base, base._ctx)
+            return
+
+
+_STALE_VIEW = (
+    "a view is used after its base tensor was modified by a recorded in-place operation: "
+    "PyTorch would rebuild the view's history from the modified base, fpsim does not. Take the "
+    "view again after the in-place operation (or modify the base under no_grad)."
+)
+
+
+def _check_views(args: tuple, Tensor: type) -> None:
+    """Refuse a view whose base got a new history from an in-place write after the view was
+    taken: its own history would route gradients through the base's old values."""
+    for a in args:
+        if isinstance(a, Tensor) and a._view is not None and a._view[0]._ctx is not a._view[1]:
+            raise RuntimeError(_STALE_VIEW)
+
+
+def _saves_pow(args: tuple) -> tuple:
+    # ``x ** 2.0`` keeps x; ``2.0 ** x`` and ``x ** y`` also keep the exponent and the result
+    if len(args) > 1 and getattr(args[1], "_weak", False):
+        return ((0, None),)
+    return ((0, None), (1, None), ("out", None))
+
+
+def _saves_max(args: tuple) -> tuple:
+    # ``max()`` keeps its input and result; ``max(dim)`` only its (integer) indices
+    return ((0, None), ("out", None)) if len(args) < 2 or args[1] is None else ()
+
+
+_INPUT = ((0, None),)
+_RESULT = (("out", None),)
+_CROSS = ((0, (1,)), (1, (0,)))  # each operand is kept for the other's gradient
+_NOTHING = ("add", "sub", "neg", "sum", "mean", "reshape", "view", "transpose", "permute", "clone",
+            "cat", "stack", "cast", "dropout", "fill_", "zero_", "copy_", "index_put_")  # fmt: skip
+
+#: Which tensors each op keeps for its backward, as PyTorch's (``derivatives.yaml``, checked
+#: against a live PyTorch by tests/test_autograd_inplace_promotion.py): ``(slot, when)`` pairs,
+#: slot a positional argument index or ``"out"`` (the result), ``when`` None (always) or the
+#: argument indices of which one must require grad; or a function of the arguments giving
+#: those pairs. An op missing here keeps every tensor argument and its result. The version of
+#: each kept tensor is recorded when the op runs; backward raises if it changed since.
+SAVED_FOR_BACKWARD: dict[str, Any] = {
+    "mul": _CROSS,
+    "div": ((0, (1,)), (1, (0, 1))),
+    "__rtruediv__": ((0, (1,)), (1, (0, 1))),  # PyTorch keeps 1/x instead of x (fpsim: x)
+    "pow": _saves_pow,
+    "exp": _RESULT,
+    "log": _INPUT,
+    "sqrt": _RESULT,
+    "rsqrt": _RESULT,
+    "abs": _INPUT,
+    "clamp": _INPUT,
+    "relu": _RESULT,
+    "gelu": _INPUT,
+    "silu": _INPUT,
+    "tanh": _RESULT,
+    "sigmoid": _RESULT,
+    "matmul": _CROSS,
+    "mm": _CROSS,
+    "linear": _CROSS,
+    "max": _saves_max,
+    "var": _INPUT,
+    "softmax": _RESULT,
+    "log_softmax": _RESULT,
+    "logsumexp": ((0, None), ("out", None)),
+    "layer_norm": ((0, None), (2, None), (3, None)),
+    "embedding": ((0, (1,)),),
+    "index": ((1, (0,)),),
+    "where": ((0, (1, 2)),),
+    "mse_loss": ((0, None), (1, None)),
+    "cross_entropy": ((1, None),),
+    "nll_loss": ((0, None), (1, None)),
+    "binary_cross_entropy_with_logits": ((0, None), (1, None)),
+    "binary_cross_entropy": ((0, None), (1, None)),
+    **dict.fromkeys(_NOTHING, ()),
+}
+
+
+def _save_versions(name: str, args: tuple, needs: tuple, res, Tensor: type) -> tuple:
+    """``(tensor or None for the result, its version counter, the version now)`` for each
+    tensor the op keeps for its backward (see :data:`SAVED_FOR_BACKWARD`)."""
+    spec = SAVED_FOR_BACKWARD.get(name)
+    if spec is None:
+        spec = tuple((i, None) for i in range(len(args))) + (("out", None),)
+    elif callable(spec):
+        spec = spec(args)
+    saved = []
+    for slot, when in spec:
+        if when is not None and not any(needs[i] for i in when if i < len(needs)):
+            continue
+        t = res if slot == "out" else (args[slot] if slot < len(args) else None)
+        if not isinstance(t, Tensor) or t._weak:  # Python numbers cannot be modified
+            continue
+        counter = t._counter()
+        saved.append((None if slot == "out" else t, counter, counter[0]))
+    return tuple(saved)
+
+
+def _type_string(fmt: Format | None, data: np.ndarray) -> str:
+    """A tensor's type as PyTorch's message prints it (``torch.FloatTensor``, ...)."""
+    from ..formats import bf16, fp16, fp32, fp64
+
+    if fmt is None:
+        names = {"int64": "torch.LongTensor", "bool": "torch.BoolTensor"}
+        return names.get(str(data.dtype), f"numpy.{data.dtype}")
+    for f, name in ((fp32, "torch.FloatTensor"), (fp16, "torch.HalfTensor"),
+                    (bf16, "CPUBFloat16Type"), (fp64, "torch.DoubleTensor")):  # fmt: skip
+        if fmt == f:
+            return name
+    return f"fpsim.{fmt.name}"
+
+
+def _modified_message(node, t, now: int, then: int) -> str:
+    """PyTorch's error for a kept tensor (``t``; None: the node's result) whose version moved."""
+    if t is None:
+        fmt, data, maker = node.out_fmt, node.out, node
+    else:
+        fmt, data, maker = t.format, t.data, t._ctx
+    shape = ", ".join(str(n) for n in data.shape)
+    which = "" if maker is None else f", which is output 0 of {type(maker).__name__},"
+    return (
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{_type_string(fmt, data)} [{shape}]]{which} is at version {now}; expected "
+        f"version {then} instead. Hint: the backward of {type(node).__name__} needs the values "
+        "it saw; clone() the tensor before modifying it in place, or modify it after backward."
+    )
 
 
 def _same_format(name: str, args: tuple) -> Format | None:
@@ -358,6 +534,7 @@ def backward(root, grad: Any = None) -> None:
 
     if not root.requires_grad:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+    _check_views((root,), Tensor)
     fmt = root.format
     if grad is None:
         if root.data.size != 1:
@@ -385,10 +562,10 @@ def backward(root, grad: Any = None) -> None:
                 t = node.retain()
                 if t is not None:
                     t.grad = Tensor._make(gn.copy(), node.out_fmt)
-            for inp, gi in zip(node.inputs, node._backward(gn), strict=False):
+            for inp, edge, gi in zip(node.inputs, node._edges, node._backward(gn), strict=False):
                 if gi is None:
                     continue
-                if inp._ctx is None:
+                if edge is None:
                     entry = leaf_grads.get(id(inp))
                     if entry is None:
                         # a pass-through or view of the incoming gradient must be copied
@@ -396,7 +573,7 @@ def backward(root, grad: Any = None) -> None:
                     else:
                         entry[1], entry[2] = _add(entry[1], gi, inp.format), True
                 else:
-                    k = id(inp._ctx)
+                    k = id(edge)
                     grads[k] = gi if k not in grads else _add(grads[k], gi, inp.format)
     for t, gl, owned in leaf_grads.values():
         if t._hooks:
@@ -427,9 +604,9 @@ def _topological(start) -> list:
             continue
         visited.add(id(node))
         stack.append((node, True))
-        for inp in node.inputs:
-            if inp is not None and inp._ctx is not None and id(inp._ctx) not in visited:
-                stack.append((inp._ctx, False))
+        for edge in node._edges:
+            if edge is not None and id(edge) not in visited:
+                stack.append((edge, False))
     return order
 
 

@@ -197,7 +197,11 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 
 
 def embedding(input, weight):
-    """Rows ``weight[input]`` (``input``: integer tensor or array)."""
+    """Rows ``weight[input]`` (``input``: integer tensor or array). Float or bool indices, and
+    indices outside ``[0, num_embeddings)``, raise as in PyTorch (no wrap-around)."""
+    if isinstance(input, Tensor) and input.format is not None:
+        # refused here, naming the format, before promotion would mix it with weight's
+        ops._check_embedding_indices(input.data, weight.shape[0], kind=input.format.name)
     return ops.Embedding.apply(input, weight)
 
 

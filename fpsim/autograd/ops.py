@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from ..formats import Format
+from .dims import reduction_axes, wrap_dim, wrap_dims
 from .function import Function, _promote_args, _same_format
 from .precision import (
     _info,
@@ -46,11 +47,10 @@ def _unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
 
 
 def _axes(dim, ndim: int) -> tuple:
-    """Normalise ``dim`` (None / int / sequence, negatives allowed) to a sorted tuple of axes."""
-    if dim is None:
-        return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
-    return tuple(sorted(int(d) % max(ndim, 1) for d in dims))
+    """The sorted axes a reduction over ``dim`` (None / int / list of ints) runs on, checked as
+    PyTorch checks them (:func:`~fpsim.autograd.dims.reduction_axes`): an out-of-range or
+    repeated dim raises instead of wrapping around."""
+    return reduction_axes(dim, ndim)
 
 
 def _expand(g: np.ndarray, axes: tuple, keepdim: bool, shape: tuple) -> np.ndarray:
@@ -551,9 +551,10 @@ class Mean(Function):
 
 
 class Max(Function):
-    """Largest value (all elements, or along one ``dim``). Backward: along ``dim`` the gradient
-    goes to the first maximal element; over all elements it is shared evenly among ties (both
-    as in PyTorch)."""
+    """Largest value (all elements, or along one ``dim``); NaN if there is a NaN. Backward, as
+    PyTorch: along ``dim`` the gradient goes to the element whose index is returned (the first
+    maximal one, or the first NaN); over all elements it is shared evenly among the elements
+    equal to the result (ties), or among the NaNs when the result is NaN."""
 
     name = "max"
     forward_precision = "stored"
@@ -563,9 +564,13 @@ class Max(Function):
         ctx.shape, ctx.dim, ctx.keepdim = x.shape, dim, keepdim
         if dim is None:
             out = np.max(x)
-            ctx.mask = x == out
+            # NaN == NaN is false: a NaN result would leave no element to take the gradient
+            ctx.mask = np.isnan(x) if np.isnan(out) else x == out
             return out
-        d = int(dim) % x.ndim
+        d = wrap_dim(dim, x.ndim)
+        if x.ndim == 0:  # dim 0 (or -1) of a 0-d tensor: the value itself, index 0
+            ctx.idx = None
+            return x
         idx = np.expand_dims(np.argmax(x, axis=d), d)
         ctx.idx, ctx.d = idx, d
         out = np.take_along_axis(x, idx, axis=d)
@@ -574,7 +579,11 @@ class Max(Function):
     @staticmethod
     def backward(ctx, g):
         if ctx.dim is None:
-            return (g * ctx.mask / np.count_nonzero(ctx.mask),)
+            # where, not g * mask: an infinite g must leave exact zeros off the mask (PyTorch's
+            # masked_fill)
+            return (np.where(ctx.mask, g / np.count_nonzero(ctx.mask), 0).astype(g.dtype),)
+        if ctx.idx is None:
+            return (np.array(g),)
         gx = np.zeros(ctx.shape, g.dtype)
         gk = g if ctx.keepdim else np.expand_dims(g, ctx.d)
         np.put_along_axis(gx, ctx.idx, gk, axis=ctx.d)
@@ -602,12 +611,19 @@ class Var(Function):
         return (ge * ctx.d * (2 / g.dtype.type(ctx.denom)),)
 
 
+def _softmax_axis(dim, ndim: int) -> tuple:
+    """The numpy axis of a softmax over ``dim`` (one int, checked): ``()`` for a 0-d tensor,
+    whose only element is its own softmax group."""
+    d = wrap_dim(dim, ndim)
+    return (d,) if ndim else ()
+
+
 class Softmax(Function):
     name = "softmax"
 
     @staticmethod
     def forward(ctx, x, dim=-1):
-        ctx.dim = dim
+        dim = ctx.dim = _softmax_axis(dim, x.ndim)
         e = np.exp(x - np.max(x, axis=dim, keepdims=True))
         return e / np.sum(e, axis=dim, keepdims=True)
 
@@ -622,7 +638,7 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1):
-        ctx.dim = dim
+        dim = ctx.dim = _softmax_axis(dim, x.ndim)
         z = x - np.max(x, axis=dim, keepdims=True)
         return z - np.log(np.sum(np.exp(z), axis=dim, keepdims=True))
 
@@ -637,6 +653,8 @@ class LogSumExp(Function):
 
     @staticmethod
     def forward(ctx, x, dim=-1, keepdim=False):
+        # dim=() reduces every dim, as sum's (PyTorch's own logsumexp means the same -- it
+        # computes a 0-d output shape -- but its kernel then fails on tensors of 1 dim or more)
         axes = ctx.axes = _axes(dim, x.ndim)
         ctx.keepdim, ctx.x = keepdim, x
         m = np.max(x, axis=axes, keepdims=True)
@@ -717,8 +735,22 @@ class LayerNorm(Function):
 # ---- lookup, dropout, shapes -----------------------------------------------------------------
 
 
+def _check_embedding_indices(idx: np.ndarray, rows: int, kind: str | None = None) -> None:
+    """Refuse what PyTorch's embedding refuses: non-integer indices, and indices outside
+    ``[0, rows)`` (numpy would count a negative one from the end)."""
+    if idx.dtype.kind not in "iu":
+        raise RuntimeError(
+            "Expected tensor for argument #1 'indices' to have one of the following scalar "
+            f"types: Long, Int; but got {kind or idx.dtype} instead (while checking arguments "
+            "for embedding)"
+        )
+    if idx.size and (idx.min() < 0 or idx.max() >= rows):
+        raise IndexError("index out of range in self")
+
+
 class Embedding(Function):
-    """``embedding(indices, weight)``: rows of ``weight``. The weight gradient adds the
+    """``embedding(indices, weight)``: rows of ``weight``; an index outside
+    ``[0, num_embeddings)`` raises IndexError, as in PyTorch. The weight gradient adds the
     gradients of repeated indices (in the math dtype), rounded once."""
 
     name = "embedding"
@@ -727,8 +759,7 @@ class Embedding(Function):
     @staticmethod
     def forward(ctx, idx, weight):
         idx = np.asarray(idx)
-        if idx.dtype.kind not in "iu":
-            raise TypeError(f"embedding indices must be integers, got {idx.dtype}")
+        _check_embedding_indices(idx, weight.shape[0])
         ctx.idx, ctx.wshape = idx, weight.shape
         return weight[idx]
 
@@ -784,12 +815,14 @@ class Transpose(Function):
 
     @staticmethod
     def forward(ctx, x, dim0, dim1):
-        ctx.dims = (dim0, dim1)
-        return np.swapaxes(x, dim0, dim1)
+        ctx.dims = (wrap_dim(dim0, x.ndim, arg="dim0"), wrap_dim(dim1, x.ndim, arg="dim1"))
+        if x.ndim == 0:  # dims 0 and -1 of a 0-d tensor: nothing to swap
+            return x
+        return np.swapaxes(x, *ctx.dims)
 
     @staticmethod
     def backward(ctx, g):
-        return (np.swapaxes(g, *ctx.dims),)
+        return (np.swapaxes(g, *ctx.dims) if g.ndim else g,)
 
 
 class Permute(Function):
@@ -798,7 +831,16 @@ class Permute(Function):
 
     @staticmethod
     def forward(ctx, x, dims):
-        ctx.dims = tuple(dims)
+        if len(dims) != x.ndim:
+            raise RuntimeError(
+                "permute(): number of dimensions in the tensor input does not match the length "
+                f"of the desired ordering of dimensions i.e. input.dim() = {x.ndim} is not "
+                f"equal to len(dims) = {len(dims)}"
+            )
+        try:
+            ctx.dims = wrap_dims(tuple(dims), x.ndim)
+        except RuntimeError:
+            raise RuntimeError("permute(): duplicate dims are not allowed.") from None
         return np.transpose(x, ctx.dims)
 
     @staticmethod
@@ -854,7 +896,12 @@ class Cat(Function):
 
     @staticmethod
     def forward(ctx, *xs, dim=0):
-        ctx.dim = dim
+        for i, x in enumerate(xs):
+            if x.ndim == 0:
+                raise RuntimeError(
+                    f"zero-dimensional tensor (at position {i}) cannot be concatenated"
+                )
+        dim = ctx.dim = wrap_dim(dim, xs[0].ndim if xs else 1)
         ctx.splits = np.cumsum([x.shape[dim] for x in xs])[:-1]
         return np.concatenate(xs, axis=dim)
 
@@ -869,6 +916,8 @@ class Stack(Function):
 
     @staticmethod
     def forward(ctx, *xs, dim=0):
+        # the new dim may come after the last one: ndim + 1 places, as unsqueeze
+        dim = wrap_dim(dim, (xs[0].ndim if xs else 0) + 1)
         ctx.dim, ctx.n = dim, len(xs)
         return np.stack(xs, axis=dim)
 
@@ -986,9 +1035,12 @@ def _class_targets(x: np.ndarray, t, ignore_index: int):
     if t2.shape[0] != x2.shape[0]:
         raise ValueError(f"expected {x2.shape[0]} targets, got {t.shape}")
     valid = t2 != ignore_index
+    # a negative target other than ignore_index is an error too (not a class counted from the
+    # end); PyTorch names the first bad target
+    bad = valid & ((t2 < 0) | (t2 >= x2.shape[1]))
+    if bad.any():
+        raise IndexError(f"Target {t2[np.argmax(bad)]} is out of bounds.")
     tt = np.where(valid, t2, 0)
-    if tt.size and (tt.min() < 0 or tt.max() >= x2.shape[1]):
-        raise IndexError(f"target out of range for {x2.shape[1]} classes")
     return x2, tt, valid
 
 

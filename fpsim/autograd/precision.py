@@ -1,5 +1,6 @@
 """Precision helpers of the engine: which container and math dtype a format uses, the promotion
-rule, rounding an array to a format, and the one place where matrix products are computed.
+rules (:func:`promote_formats` of formats, :func:`result_format` of an op's operands), rounding
+an array to a format, and the one place where matrix products are computed.
 
 >>> from fpsim.formats import fp16, bf16, fp32
 >>> promote_formats([fp16, bf16]).name, promote_formats([fp16, fp32]).name
@@ -22,6 +23,7 @@ from ..formats import Format, FormatLike, fp32, fp64, get_format, list_formats
 
 __all__ = [
     "promote_formats",
+    "result_format",
     "contains",
     "to_format",
     "math_dtype",
@@ -101,6 +103,38 @@ def promote_formats(fmts: Iterable[Format]) -> Format:
         if all(contains(cand, f) for f in fs):
             return cand
     raise TypeError(f"no common format for {', '.join(f.name for f in fs)}")
+
+
+def result_format(
+    dimensioned: Iterable[Format | None],
+    zero_dim: Iterable[Format | None] = (),
+    scalars: Iterable[Format | None] = (),
+) -> Format | None:
+    """PyTorch's ``result_type`` over an op's operands, given as three priority groups of
+    formats (None for an integer or bool operand): tensors with at least one dimension, 0-dim
+    tensors, Python numbers.
+
+    The first group that holds a floating operand decides, by :func:`promote_formats` of its
+    floating formats; integer and bool operands never decide against a floating one (PyTorch's
+    categories bool < integer < floating: a higher category in a lower group still wins over a
+    lower category, so ``int64 [2] * fp16 0-dim`` is fp16). None when no operand is floating.
+
+    >>> from fpsim.formats import fp16, fp32
+    >>> result_format([fp16], [fp32]).name          # fp16 [2] * fp32 0-dim
+    'fp16'
+    >>> result_format([], [fp16, fp32]).name        # fp16 0-dim * fp32 0-dim
+    'fp32'
+    >>> result_format([None], [fp16]).name          # int64 [2] * fp16 0-dim
+    'fp16'
+    >>> result_format([None], [], [None]) is None   # int64 [2] * 3
+    True
+    """
+    for group in (dimensioned, zero_dim, scalars):
+        fs = [f for f in group if f is not None]
+        if fs:
+            first = fs[0]
+            return first if all(f is first for f in fs) else promote_formats(fs)
+    return None
 
 
 def to_format(

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..formats import Format, FormatLike, bf16, fp16, fp32, fp64, get_format
 from . import function as _function
+from .dims import wrap_dim, wrap_dims
 from .grad_mode import is_grad_enabled
 from .hooks import RemovableHandle
 from .precision import _info, to_format
@@ -99,6 +100,8 @@ class Tensor:
         "_ctx",
         "_hooks",
         "_weak",
+        "_vc",
+        "_view",
         "__weakref__",
     )
     __array_ufunc__ = None  # numpy defers to our reflected operators (ndarray + Tensor)
@@ -112,6 +115,8 @@ class Tensor:
         self._ctx = None
         self._hooks = None
         self._weak = False
+        self._vc = None
+        self._view = None
 
     @classmethod
     def _make(cls, data: np.ndarray, fmt: Format | None, requires_grad: bool = False) -> Tensor:
@@ -124,6 +129,8 @@ class Tensor:
         t._ctx = None
         t._hooks = None
         t._weak = False
+        t._vc = None  # the version counter, made on first use (see _version)
+        t._view = None  # (base tensor, the base's node then) for a view of another tensor
         return t
 
     # ---- basic properties --------------------------------------------------------------------
@@ -144,7 +151,10 @@ class Tensor:
         return self.data.ndim
 
     def size(self, dim: int | None = None):
-        return self.data.shape if dim is None else self.data.shape[dim]
+        """The shape, or the length of dimension ``dim`` (checked: a 0-d tensor has none)."""
+        if dim is None:
+            return self.data.shape
+        return self.data.shape[wrap_dim(dim, self.data.ndim, wrap_scalar=False)]
 
     def numel(self) -> int:
         return int(self.data.size)
@@ -226,8 +236,10 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        """The same values (shared storage), cut from the graph."""
-        return Tensor._make(self.data, self.format)
+        """The same values (shared storage and version counter), cut from the graph."""
+        t = Tensor._make(self.data, self.format)
+        t._vc = self._counter()
+        return t
 
     def retain_grad(self) -> None:
         """Keep ``.grad`` of this non-leaf tensor after backward (no-op on leaves)."""
@@ -254,28 +266,84 @@ class Tensor:
         hooks[handle.id] = fn
         return handle
 
-    # ---- in-place, no-grad helpers -----------------------------------------------------------
-    def _check_inplace(self) -> None:
-        if is_grad_enabled() and self.requires_grad and self.is_leaf:
+    # ---- in-place operations and the version counter ----------------------------------------
+    @property
+    def _version(self) -> int:
+        """How many in-place writes this tensor's storage has had, as PyTorch's ``_version``:
+        one counter shared by a tensor, its views and its ``detach()``-ed aliases. Every
+        in-place method counts one. Writes to the ``data`` array itself are not counted (as
+        writes through PyTorch's ``.data``); code that stands for a PyTorch in-place op (an
+        optimizer step, an initialiser) counts its write with :meth:`_bump_version`. An op
+        records the version of each tensor it keeps for its backward; the backward raises if
+        one has changed since."""
+        return 0 if self._vc is None else self._vc[0]
+
+    def _counter(self) -> list:
+        """The version counter: a one-element list, shared by every view of one storage."""
+        if self._vc is None:
+            self._vc = [0]
+        return self._vc
+
+    def _bump_version(self) -> None:
+        """Count one in-place write made to ``data`` directly (PyTorch's optimizers and
+        ``nn.init`` write through in-place ops, which count)."""
+        self._counter()[0] += 1
+
+    def _check_inplace(self, through_view: bool = False) -> None:
+        """PyTorch's refusals of an in-place write in grad mode: into a leaf that requires grad
+        (``through_view``: reached by basic indexing, which is a view in PyTorch), or into a
+        view of one."""
+        if not is_grad_enabled():
+            return
+        if self.requires_grad and self._ctx is None:
+            what = "a view of a leaf Variable" if through_view else "a leaf Variable"
+            raise RuntimeError(f"{what} that requires grad is being used in an in-place operation.")
+        if self._view is not None and self._view[0].requires_grad and self._view[0]._ctx is None:
             raise RuntimeError(
-                "a leaf Variable that requires grad is being used in an in-place operation."
+                "a view of a leaf Variable that requires grad is being used in an in-place "
+                "operation."
             )
+
+    def _write(self, value: Any, idx: Any, node: type) -> Tensor:
+        """THE in-place write ``self[idx] = value`` (``idx`` ``...``: every element), rounded to
+        this tensor's format; every in-place method goes through here.
+
+        In grad mode, when this tensor requires grad or ``value`` is a tensor that does, the
+        write is recorded as ``node`` (a new history for this tensor, as PyTorch's in-place
+        ops): gradients reach ``value`` from the written positions and the old history from
+        the others. Nodes recorded before keep pointing at the old history. Counts one version.
+        """
+        src = value if isinstance(value, Tensor) else None
+        if (
+            is_grad_enabled()
+            and self.format is not None
+            and (self.requires_grad or (src is not None and src.requires_grad))
+        ):
+            if self._view is not None:
+                raise RuntimeError(_VIEW_WRITE)
+            old = Tensor._make(self.data, self.format, self.requires_grad)
+            old._ctx, old._vc = self._ctx, self._counter()
+            new = node.apply(old, value, idx)
+            self.data[...] = new.data  # into the storage itself: aliases see the new values
+            self._ctx, self.requires_grad = new._ctx, True
+        else:
+            self.data[idx] = self._convert_value(value)
+        self._bump_version()
+        return self
 
     def zero_(self) -> Tensor:
         self._check_inplace()
-        self.data[...] = 0
-        return self
+        return self._write(0, ..., Zero)
 
-    def fill_(self, value: float) -> Tensor:
+    def fill_(self, value: Any) -> Tensor:
+        """Set every element to ``value`` (a number, or a 0-dim tensor), rounded to the format."""
         self._check_inplace()
-        self.data[...] = self._convert_value(value)
-        return self
+        return self._write(value, ..., Fill)
 
     def copy_(self, src: Any) -> Tensor:
         """Copy values in (rounded to this tensor's format), broadcasting like PyTorch."""
         self._check_inplace()
-        self.data[...] = self._convert_value(src)
-        return self
+        return self._write(src, ..., Copy)
 
     def _convert_value(self, v: Any) -> np.ndarray:
         arr = v.data if isinstance(v, Tensor) else np.asarray(v)
@@ -284,10 +352,10 @@ class Tensor:
         return to_format(arr, self.format)
 
     def __setitem__(self, idx, value) -> None:
-        self._check_inplace()
-        if self._ctx is not None and is_grad_enabled():
-            raise RuntimeError("in-place assignment into a tensor that is part of a graph")
-        self.data[_index(idx)] = self._convert_value(value)
+        """``t[idx] = value``, rounded to the format; recorded like :meth:`copy_`."""
+        i = _index(idx)
+        self._check_inplace(through_view=_ops._is_basic(i))
+        self._write(value, i, IndexPut)
 
     # ---- format conversion (cast nodes) ------------------------------------------------------
     def to(
@@ -496,11 +564,21 @@ class Tensor:
         return MaxResult(values, self.argmin(dim, keepdim))
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        idx = np.argmax(self.data, axis=dim, keepdims=keepdim if dim is not None else False)
+        """Index of the largest value (the first one; a NaN counts as largest), flat or along
+        ``dim``."""
+        if dim is None:
+            idx = np.argmax(self.data)
+        else:  # a 0-d tensor has dims 0 and -1, both at index 0
+            d = wrap_dim(dim, self.ndim)
+            idx = np.argmax(self.data, axis=d, keepdims=keepdim) if self.ndim else 0
         return Tensor._make(np.asarray(idx, dtype=np.int64), None)
 
     def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        idx = np.argmin(self.data, axis=dim, keepdims=keepdim if dim is not None else False)
+        if dim is None:
+            idx = np.argmin(self.data)
+        else:
+            d = wrap_dim(dim, self.ndim)
+            idx = np.argmin(self.data, axis=d, keepdims=keepdim) if self.ndim else 0
         return Tensor._make(np.asarray(idx, dtype=np.int64), None)
 
     def softmax(self, dim: int = -1):
@@ -520,40 +598,58 @@ class Tensor:
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1):
         s = self.shape
+        a = wrap_dim(start_dim, len(s), arg="start_dim")
+        b = wrap_dim(end_dim, len(s), arg="end_dim")
+        if a > b:
+            raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
         if not s:
             return self.reshape(1)
-        a, b = start_dim % len(s), end_dim % len(s)
         return self.reshape(s[:a] + (int(np.prod(s[a : b + 1])),) + s[b + 1 :])
 
-    def squeeze(self, dim: int | None = None):
+    def squeeze(self, dim: int | tuple | None = None):
+        """Drop dimensions of size 1: all of them, or those of ``dim`` (an int or a tuple) that
+        have size 1."""
         s = self.shape
         if dim is None:
             return self.reshape(tuple(n for n in s if n != 1))
-        d = dim % len(s)
-        return self.reshape(s[:d] + s[d + 1 :]) if s[d] == 1 else self
+        if isinstance(dim, (tuple, list)):
+            dims = wrap_dims(dim, len(s))
+        else:
+            dims = (wrap_dim(dim, len(s)),)
+        keep = tuple(n for i, n in enumerate(s) if n != 1 or i not in dims)
+        return self.reshape(keep) if len(keep) != len(s) else self
 
     def unsqueeze(self, dim: int):
         s = self.shape
-        d = dim % (len(s) + 1)
+        d = wrap_dim(dim, len(s) + 1)  # the new dim may follow the last one
         return self.reshape(s[:d] + (1,) + s[d:])
 
     def transpose(self, dim0: int, dim1: int):
         return _ops.Transpose.apply(self, dim0, dim1)
 
     def permute(self, *dims):
-        return _ops.Permute.apply(self, _shape_arg(dims))
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        return _ops.Permute.apply(self, dims)  # not _shape_arg: int() would accept 1.0 and "1"
 
     @property
     def T(self):
         return self if self.ndim < 2 else self.permute(*reversed(range(self.ndim)))
 
     def t(self):
-        return self.transpose(0, 1)
+        """The transpose of a matrix; a 0-d or 1-d tensor is its own (as PyTorch)."""
+        if self.ndim > 2:
+            raise RuntimeError(
+                f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D"
+            )
+        return self if self.ndim < 2 else self.transpose(0, 1)
 
     def clone(self):
         return _ops.Clone.apply(self)
 
     def __getitem__(self, idx):
+        if isinstance(idx, Tensor) and idx.format is None and idx.data.dtype != bool:
+            return _ops.Index.apply(self, idx)  # an argument: the op records its version
         return _ops.Index.apply(self, _index(idx))
 
 
@@ -567,13 +663,15 @@ def _shape_arg(shape: tuple) -> tuple:
 
 
 def _index(idx):
-    """Tensors inside an index become their arrays (bool masks become integer indices)."""
+    """An index as numpy takes it: tensors and lists inside it become arrays -- copies, so that
+    a later in-place change of an index cannot reach a backward that kept it -- and bool masks
+    become integer indices."""
     if isinstance(idx, tuple):
         return tuple(_index(i) for i in idx)
     if isinstance(idx, Tensor):
         idx = idx.data
-    if isinstance(idx, list):
-        idx = np.asarray(idx)
+    if isinstance(idx, (list, np.ndarray)):
+        idx = np.array(idx)
     if isinstance(idx, np.ndarray) and idx.dtype == bool:
         return np.nonzero(idx) if idx.ndim > 1 else np.nonzero(idx)[0]
     return idx
@@ -587,10 +685,10 @@ def _constant(value: Any, like: Tensor) -> Tensor:
     if isinstance(value, (numbers.Number, np.number, np.bool_)) and not isinstance(value, complex):
         lf = like.format
         if isinstance(value, (bool, np.bool_, numbers.Integral)) and lf is None:
-            t = Tensor._make(
-                np.asarray(value, dtype=like.data.dtype if not isinstance(value, bool) else bool),
-                None,
-            )
+            # with an integer or bool tensor a bool stays bool and an integer is int64: a bool
+            # tensor + 3 is int64 (PyTorch's promotion), not the bool True
+            dt = bool if isinstance(value, (bool, np.bool_)) else np.int64
+            t = Tensor._make(np.asarray(value, dtype=dt), None)
         else:
             container = (
                 np.float64 if lf is not None and _info(lf).container == np.float64 else np.float32
@@ -681,6 +779,70 @@ def arange(start, end=None, step=1, format: FormatLike | None = None) -> Tensor:
     """Like ``torch.arange``: integers give an int64 tensor unless a format is given."""
     arr = np.arange(start, end, step) if end is not None else np.arange(start)
     return tensor(arr, format)
+
+
+# ---- in-place writes as graph nodes ----------------------------------------------------------
+
+_VIEW_WRITE = (
+    "fpsim does not record an in-place operation on a view of a tensor when either requires "
+    "grad (PyTorch rewrites the base's history, CopySlices). Write into the base tensor "
+    "instead (t[idx] = value), or build the new values out of place."
+)
+
+
+class _Write(_function.Function):
+    """An in-place write recorded in the graph: arguments ``(old, src, idx)``, the result is
+    ``old`` with ``src`` (a tensor or a number, rounded once to ``old``'s format) written at
+    ``idx``. Backward: ``old`` gets the gradient where its values were kept (0 where they were
+    overwritten); ``src`` the gradient of the positions written, summed over broadcasting in
+    the format and then cast to ``src``'s own format (as PyTorch). Keeps no tensor."""
+
+    forward_precision = backward_precision = "raw"
+    dispatch = False  # autocast never casts a write: it is in the written tensor's format
+
+    @classmethod
+    def compute_format(cls, args: tuple, kwargs: dict) -> Format | None:
+        return args[0].format
+
+    @staticmethod
+    def forward(ctx, old, src, idx):
+        arr = src.data if isinstance(src, Tensor) else np.asarray(src)
+        ctx.idx, ctx.src_shape = idx, arr.shape
+        ctx.src_fmt = src.format if isinstance(src, Tensor) else None
+        out = np.array(old.data, copy=True)
+        out[idx] = to_format(arr, ctx.fmt)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        n_old, n_src = ctx.needs_input_grad[:2]
+        g_old = g_src = None
+        if n_old:
+            g_old = np.array(g, copy=True)
+            g_old[ctx.idx] = 0
+        if n_src:
+            part = np.asarray(g[ctx.idx])
+            if part.shape != ctx.src_shape:
+                summed = _ops._unbroadcast(part.astype(_info(ctx.fmt).math), ctx.src_shape)
+                part = to_format(summed, ctx.fmt)
+            g_src = to_format(part, ctx.src_fmt)
+        return g_old, g_src, None
+
+
+class Fill(_Write):
+    name = "fill_"
+
+
+class Zero(_Write):
+    name = "zero_"
+
+
+class Copy(_Write):
+    name = "copy_"
+
+
+class IndexPut(_Write):
+    name = "index_put_"
 
 
 from . import ops as _ops  # noqa: E402  (ops import Tensor from this module)
