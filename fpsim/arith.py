@@ -46,13 +46,13 @@ add, sub (p <= 51: every format but fp64)
     default mode (nearest even) the elementwise kernel skips TwoSum when both operands are
     values of a format with p <= 25: rounding to nearest twice, first to float64, is then
     innocuous (53 >= 2p + 2; Figueroa, "When is double rounding innocuous?", 1995).
-fma (``a * b + c``, p <= 25)
+fma (``a * b + c``, p <= 25, exponent range below)
     The product of two p-bit significands has at most 2p <= 50 bits: ``a * b`` is exact in
     float64, and TwoSum + round-to-odd add ``c`` with one rounding, as for add. No hardware fma
     is needed.
-mul (p <= 25)
+mul (p <= 25, exponent range below)
     The float64 product is exact; rounding it once is the definition.
-div, sqrt (p <= 25, i.e. 53 >= 2p + 2)
+div, sqrt (p <= 25, i.e. 53 >= 2p + 2; div: exponent range below)
     The exact quotient or root ``q`` is rarely a float64, so fpsim rounds ``fl64(q)`` (round to
     nearest) instead. That is correct because ``q``, unless it *is* a format value or a
     midpoint (and then ``fl64(q) = q``), lies further than half a float64 ulp from every format
@@ -64,7 +64,9 @@ div, sqrt (p <= 25, i.e. 53 >= 2p + 2)
     ``g < 2^(i-j+p+1)``). For the root, ``sqrt(a) - g = (a - g^2) / (sqrt(a) + g)``; the last
     bit of ``a`` lies above ``2^(2k)`` (the result has half a's exponent and p bits), so
     ``a - g^2`` is a non-zero multiple of ``2^(2k)``, divided by less than ``2^(k+p+2)``: more
-    than ``2^(k-p-2)``, which beats half an ulp ``2^(k+p-53)`` when ``2p + 2 <= 53``. ``fl64``
+    than ``2^(k-p-2)``, which beats half an ulp ``2^(k+p-53)`` when ``2p + 2 <= 53`` (where the
+    result is a subnormal of the format its grid is coarser, and the bound only improves). Both
+    bounds are relative: they need ``q`` in float64's normal range (below). ``fl64``
     is monotonic, so ``fl64(q)`` lies strictly on the same side of every format value and every
     midpoint as ``q``: round to nearest (either tie rule), toward zero, up and down all decide
     the same for both (Figueroa, "When is double rounding innocuous?", SIGNUM Newsletter 30(3),
@@ -74,9 +76,36 @@ fp64 itself (add, sub and fp64 accumulators)
     side of it the exact sum lies, so every other mode is ``s`` or its float64 neighbour on
     that side. mul/div/sqrt/fma in fp64 would need wider arithmetic: ``ValueError``.
 Exponent range
-    Formats whose products or quotients could leave float64's normal range (more than 9
-    exponent bits, e.g. ``Format(10, 5)``) are refused for mul/div/sqrt/fma; for add/sub the
-    format's largest exponent must be at most 1022. Every built-in format but fp64 passes.
+    The arguments above need float64 to hold the intermediate: exactly (sums, products) or
+    with all 53 bits (quotients, roots). Where some pair of values of a format breaks that,
+    the operation refuses the format with a ``ValueError`` naming it, the operation and the
+    reason -- never a silent wrong answer. With ``lo`` the exponent of the smallest subnormal
+    (``emin - man_bits``) and ``emax`` that of the largest value, any bias:
+
+    * add, sub, and accumulators: ``emax <= 1022``; otherwise ``max + max`` overflows float64
+      to inf, where rounding toward zero must give max. There is no lower limit: a sum that
+      falls in float64's subnormal range is exact (``e == 0``), so ``Format(11, 10,
+      bias=1030)``, whose values reach down to 2^-1039, adds exactly.
+    * mul, fma, and the inputs of matmul/dot: ``lo >= -537`` and ``emax <= 511`` -- exactly
+      the formats in which every product of two values is a float64 (from ``2^(2 lo) >=
+      2^-1074`` to ``max^2 < 2^1024``). ``Format(11, 10)`` is refused: ``2^-1032 * 2^-1032`` is
+      0 in float64, though rounded up it is 2^-1032. ``Format(10, 5)`` passes.
+    * div: at most 9 exponent bits -- exactly the formats in which every quotient of two
+      non-zero values (from min_sub/max to max/min_sub, a span that does not depend on the bias)
+      lies in float64's normal range. ``Format(10, 5)`` is refused: ``max / min_sub = 63 *
+      2^1021`` is inf in float64, where rounding toward zero must give max.
+    * sqrt: any range (p <= 25): the root of any positive float64 lies in [2^-537, 2^512).
+    * stochastic rounding of sums (add, sub, accumulators): the spacing of the largest
+      values, ``2^(emax - man_bits)``, must be at least 2^-1022 (it decides overflow as a
+      float64), e.g. not ``Format(5, 23, bias=1032)``; the other modes have no such limit.
+      (fma never meets it: such formats fail the product range.)
+    * reductions: a partial sum plus a term (fp64 inputs to :func:`sum`, products near 2^1024)
+      can overflow float64 though the exact sum is finite. It then lies beyond
+      ``2^1024 - 2^970``, so it overflows every accumulator accepted above in every mode; the
+      kernels round ``±F64_MAX`` in its place (an inf would stay inf where rounding toward zero
+      or ``saturate=True`` must give the accumulator's max).
+
+    Every built-in format passes all of these except fp64 (add/sub and accumulation only).
 
 Stochastic rounding
     rounds away from zero with probability ``ceil(f * 2^62) / 2^62``, f being the exact fraction
@@ -115,8 +144,26 @@ the accumulator format ``acc`` and round the result once to ``out_fmt`` (default
 Products (``dot``, ``matmul``): ``products="exact"`` (default) adds the exact product a*b into
 the accumulator with one rounding, as an fma or a tensor core does; ``products="rounded"``
 rounds each product to ``acc`` first (a separate multiply and add in the accumulator's
-precision). Terms enter the first addition they take part in unrounded; a reduction over a
-single term rounds that term to ``acc``.
+precision).
+
+Where a term first meets the accumulator follows the order. Sequentially the first term is
+rounded to the accumulator alone, ``s = acc(t_0)`` -- what an fma chain started from zero
+computes (``s = fma(a_0, b_0, 0)``), or loading the first input into an accumulator register
+-- and every later term enters its addition unrounded, ``s = acc(s + t_k)``. Pairwise, the
+leaves of the tree are the unrounded terms (``acc(t_0 + t_1)``), and a reduction over a single
+term rounds that term to ``acc``. The two differ already for two terms: ``1 + 2^-11`` and
+``2^-11`` in an fp16 accumulator (spacing 2^-10 at 1) give ``fp16(fp16(1 + 2^-11) + 2^-11) =
+fp16(1 + 2^-11) = 1`` (two ties to even) sequentially, but ``fp16(1 + 2^-10) = 1 + 2^-10``
+pairwise:
+
+>>> x, ones = [1 + 2.0**-11, 2.0**-11], [1.0, 1.0]
+>>> arith.dot(x, ones, "fp32", acc="fp16", out_fmt="fp32")
+1.0
+>>> arith.dot(x, ones, "fp32", acc="fp16", order="pairwise", out_fmt="fp32")
+1.0009765625
+
+An empty reduction (no terms) is +0.0 in every rounding mode, as in numpy and PyTorch (IEEE 754
+defines no sign for it); a matmul with no rows or columns is an empty array of numpy's shape.
 
 Defaults: ``acc="fp32"``; ``order="sequential"`` for :func:`sum` and :func:`dot`; for
 :func:`matmul` ``order=None`` means "blas" when it is allowed -- acc fp32 or fp64, default
@@ -187,10 +234,13 @@ def _is_binary64(f: Format) -> bool:
     return (f.exp_bits, f.man_bits, f.bias, f.style) == (11, 52, 1023, "ieee")
 
 
-def _require_add(f: Format, what: str = "add/sub in") -> None:
-    """Formats in which fpsim adds exactly: p <= 51 (round-to-odd in float64) or binary64."""
+def _require_add(f: Format, what: str = "add/sub in", mode: int | None = None) -> None:
+    """Formats in which fpsim adds exactly: p <= 51 (round-to-odd in float64) or binary64; for
+    stochastic rounding (``mode``) see :func:`_require_stochastic_sum` too."""
     if _is_binary64(f):
         return
+    if mode == scalar.STOCHASTIC:
+        _require_stochastic_sum(f, what)
     if f.man_bits > 50:
         raise ValueError(
             f"{what} {f.name} is not supported: exact addition through float64 needs a precision "
@@ -203,20 +253,48 @@ def _require_add(f: Format, what: str = "add/sub in") -> None:
         )
 
 
+def _require_stochastic_sum(f: Format, what: str) -> None:
+    """Stochastic rounding of an inexact sum (add, sub, accumulators) decides an overflow
+    with the spacing of the format's largest values, ``2^(emax - man_bits)``, as a normal
+    float64 (``scalar.round_sum_stochastic``): formats whose largest values are spaced more
+    finely than 2^-1022 are refused rather than answered wrongly."""
+    if not _is_binary64(f) and f.emax - f.man_bits < -1022:
+        raise ValueError(
+            f"stochastic {what} {f.name} is not supported: the spacing of its largest values, "
+            f"2^{f.emax - f.man_bits}, is below float64's normal range (2^-1022), which "
+            "stochastic rounding of a sum near max needs"
+        )
+
+
 def _require_mul(f: Format, op: str) -> None:
-    """Formats in which fpsim multiplies, divides and takes roots exactly: p <= 25 and a range
-    whose products and quotients stay in float64's normal range."""
+    """Formats in which fpsim computes ``op`` exactly through float64 (see "Exponent range" in
+    the module docstring): p <= 25 for all; products (mul, fma, matmul, dot) need every product
+    of two values exact in float64, quotients (div) every quotient in float64's normal range;
+    roots (sqrt) always are."""
     if f.precision > 25:
         raise ValueError(
             f"{op} in {f.name} is not supported: an exact {op} through float64 needs a precision "
             f"p <= 25 bits (53 >= 2p + 2), {f.name} has {f.precision}"
         )
-    hi = f.emax + 1
-    lo = f.emin - f.man_bits
-    if 2 * hi > 1023 or 2 * lo < -1022:
+    if op == "sqrt":
+        return  # the root of any float64 lies in [2^-537, 2^512): float64's normal range
+    lo = f.emin - f.man_bits  # f's values are multiples of 2^lo, and below 2^(emax + 1)
+    if op == "div":
+        q_min = Fraction(f.smallest_subnormal) / Fraction(f.max)
+        if q_min < Fraction(1, 1 << 1022):  # then also max / min_sub > 2^1022
+            raise ValueError(
+                f"div in {f.name} is not supported: quotients of its values reach from "
+                f"2^{_binade(q_min)} to 2^{-_binade(q_min)}, beyond float64's normal range "
+                "(2^-1022 to 2^1024), where the float64 quotient is not a correct stand-in for "
+                "the exact one (it loses bits, or overflows to inf); div takes formats with at "
+                "most 9 exponent bits (any bias)"
+            )
+        return
+    if 2 * lo < -1074 or f.emax > 511:
         raise ValueError(
-            f"{op} in {f.name} is not supported: products and quotients of its values (2^{lo} "
-            f"to 2^{hi}) would leave float64's normal range"
+            f"{op} in {f.name} is not supported: products of its values reach from 2^{2 * lo} to "
+            f"2^{2 * f.emax + 1}, and float64 holds a product exactly only from 2^-1074 to below "
+            "2^1024 (it needs a smallest subnormal >= 2^-537 and a largest exponent <= 511)"
         )
 
 
@@ -246,7 +324,8 @@ def _check_values(arr: np.ndarray, f: Format, name: str) -> None:
     flat = _kernel_array(arr).reshape(-1)
     if arith_cpu.count_not_in_format(flat, _params(f)) == 0:
         return
-    rounded = round_to(flat, f)
+    rounded = np.empty(flat.size, np.float64)
+    arith_cpu.round_nearest(flat, rounded, _params(f))  # the rounding the check itself uses
     bad = np.flatnonzero((rounded != flat) & ~np.isnan(flat))
     i = int(bad[0])
     where = "" if arr.ndim == 0 else f" at index {np.unravel_index(i, arr.shape)}"
@@ -337,11 +416,11 @@ def _finish(res: np.ndarray, shape: tuple, kind: str) -> Any:
 def _elementwise(op, xs, names, fmt, rounding, subnormals, saturate, seed, round_inputs):
     f = get_format(fmt)
     name = _OP_NAMES[op]
-    if op in (scalar.OP_ADD, scalar.OP_SUB):
-        _require_add(f)
-    else:
-        _require_mul(f, name)
     mode = _mode_code(rounding)
+    if op in (scalar.OP_ADD, scalar.OP_SUB):
+        _require_add(f, mode=mode)
+    else:
+        _require_mul(f, name)  # fma: a format _require_stochastic_sum refuses fails here
     seed_v = _seed_value(seed, mode)
     if any(_is_device(x) for x in xs):
         from .kernels import arith_cuda
@@ -633,9 +712,10 @@ def sum(
     """The sum of the ``fmt`` values ``x`` with every partial sum rounded to ``acc``, the result
     rounded once to ``out_fmt`` (default ``fmt``).
 
-    ``order``: ``"sequential"`` (left to right: ``s = acc(s + x_k)``) or ``"pairwise"``
-    (recursive halving at the largest power of two below the length; see the module
-    docstring). ``axis``: None (all elements) or one axis. A 0-d result is a Python float.
+    ``order``: ``"sequential"`` (left to right: ``s = acc(x_0)``, then ``s = acc(s + x_k)``)
+    or ``"pairwise"`` (recursive halving at the largest power of two below the length; see the
+    module docstring). ``axis``: None (all elements) or one axis. A 0-d result is a Python
+    float; an empty sum is +0.0 (``sum([], "fp16") == 0.0``, positive in every mode).
 
     4096 ones in fp16: an fp16 accumulator stops at 2048, where the spacing of fp16 values is 2
     and ``2048 + 1`` is a tie that rounds back to 2048 (even); fp32 counts to 4096; bf16 (8 bits
@@ -651,9 +731,9 @@ def sum(
     f = get_format(fmt)
     a_fmt = get_format(acc)
     out_f = get_format(out_fmt) if out_fmt is not None else f
-    _require_add(a_fmt, "accumulation in")
-    pairwise = _order_code(order, ("sequential", "pairwise"))
     mode = _mode_code(rounding)
+    _require_add(a_fmt, "accumulation in", mode)
+    pairwise = _order_code(order, ("sequential", "pairwise"))
     seed_v = _seed_value(seed, mode)
     if _is_device(x):
         from .kernels import arith_cuda
@@ -684,7 +764,8 @@ def sum(
             raise ValueError(f"axis {axis} is out of bounds for an array of dimension {arr.ndim}")
         moved = np.moveaxis(arr, axis, -1)
         rest = moved.shape[:-1]
-        X = np.ascontiguousarray(moved).reshape(-1, moved.shape[-1])
+        # explicit sizes: reshape(-1, 0) is ambiguous for an empty axis
+        X = np.ascontiguousarray(moved).reshape(math.prod(rest), moved.shape[-1])
     A = X.reshape(1, X.shape[0], X.shape[1])
     res = _reduce(A, None, f, a_fmt, out_f, mode, subnormals, saturate, seed_v, pairwise, 0)
     res = res.reshape(rest).astype(out_dt)
@@ -724,8 +805,9 @@ def _matmul_layout(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
             f"matmul: batch shapes {a2.shape[:-2]} and {b2.shape[:-2]} do not broadcast"
         ) from None
     n, K, m = a2.shape[-2], a2.shape[-1], b2.shape[-1]
-    A = np.ascontiguousarray(np.broadcast_to(a2, batch + (n, K))).reshape(-1, n, K)
-    B = np.ascontiguousarray(np.broadcast_to(b2, batch + (K, m))).reshape(-1, K, m)
+    nb = math.prod(batch)  # explicit: reshape(-1, n, K) is ambiguous when n * K == 0
+    A = np.ascontiguousarray(np.broadcast_to(a2, batch + (n, K))).reshape(nb, n, K)
+    B = np.ascontiguousarray(np.broadcast_to(b2, batch + (K, m))).reshape(nb, K, m)
     shape = batch + ((n,) if a.ndim > 1 else ()) + ((m,) if b.ndim > 1 else ())
     return A, B, shape
 
@@ -752,7 +834,10 @@ def matmul(
     arrays -- else ``"sequential"``), ``"sequential"``, ``"pairwise"`` or ``"blas"`` (see the
     module docstring: fp32 accumulation in the BLAS's order). ``products``: ``"exact"`` (fused,
     default) or ``"rounded"`` (each product rounded to ``acc`` first); the BLAS order has its
-    own product handling (exact for inputs with 2p <= 24).
+    own product handling (exact for inputs with 2p <= 24). Sequentially the first product is
+    rounded to ``acc`` alone, pairwise the first additions take two unrounded products (see
+    the module docstring). No terms (K = 0) give +0.0 in every mode; no rows or columns an
+    empty array, as ``numpy.matmul``.
 
     Stochastic rounding: output element o (flat index) with K terms numbers its rounding
     events ``r`` and uses ``random62(seed, o * (2K + 1) + r)``: ``r = 2k`` rounds product k,
@@ -768,10 +853,10 @@ def matmul(
     f = get_format(fmt)
     a_fmt = get_format(acc)
     out_f = get_format(out_fmt) if out_fmt is not None else f
-    _require_add(a_fmt, "accumulation in")
-    _require_mul(f, "matmul (exact products)")
-    rounded = _products_code(products)
     mode = _mode_code(rounding)
+    _require_add(a_fmt, "accumulation in", mode)
+    _require_mul(f, "matmul")
+    rounded = _products_code(products)
     seed_v = _seed_value(seed, mode)
     device = _is_device(a) or _is_device(b)
     reason = _blas_reason(f, a_fmt, mode, subnormals, saturate, device)
@@ -1240,11 +1325,11 @@ def trace_sum(
     result (fp16): 2050.0
     """
     a_fmt = get_format(acc)
-    _require_add(a_fmt, "accumulation in")
+    mode = _mode_code(rounding)
+    _require_add(a_fmt, "accumulation in", mode)
     in_f = get_format(fmt) if fmt is not None else None
     out_f = get_format(out_fmt) if out_fmt is not None else (in_f or a_fmt)
     pairwise = _order_code(order, ("sequential", "pairwise"))
-    mode = _mode_code(rounding)
     seed_v = _seed_value(seed, mode)
     arr = np.asarray(x, dtype=np.float64)
     if arr.ndim != 1:
@@ -1279,8 +1364,10 @@ def trace_sum(
             SumStep(len(steps), partial, addend, exact, rounded, err, quantum, lost, nbits)
         )
 
+    from .kernels.arith_cpu import add_acc as add_rounded  # the kernels' accumulator addition
+
     def add_acc(p, t):
-        r = scalar.add_rounded(p, t, *pa, mode, sub_i, sat_i, rand(2 * counter[0] + 1))
+        r = add_rounded(p, t, *pa, mode, sub_i, sat_i, rand(2 * counter[0] + 1))
         counter[0] += 1
         record(p, t, r)
         return r

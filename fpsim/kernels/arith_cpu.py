@@ -12,20 +12,35 @@ mode (format parameters are plain int64 arguments; ``cache=True`` keeps them on 
   this kernel with a column of ones or a single row. Each output element is reduced in its own
   fixed order (sequential or pairwise), so the result does not depend on the thread count.
 
-Speed. In the default mode (round to nearest even, to a format with fewer than 52 fraction
-bits) the kernels use the branch-free forms: the float64 stand-in of the exact result
-(``scalar.stand_in_nearest``: two_sum + round-to-odd, the product, the quotient, the root) and
-``scalar.round_nearest_even_bits``, which LLVM vectorises; the matmul kernel keeps a row of
-accumulators and runs the innermost loop across the columns ``j`` (independent chains), so even
-the strictly sequential reduction of each element vectorises. Every other mode runs the
-general ``scalar.arith_op`` / ``scalar.add_rounded`` per element. Both paths are tested against
-exact rational arithmetic.
+Speed. In the default mode (round to nearest even) the kernels use the branch-free forms: the
+float64 stand-in of the exact result (``scalar.stand_in_nearest``: two_sum + round-to-odd, the
+product, the quotient, the root) and ``scalar.round_nearest_even_bits``, which LLVM vectorises;
+the matmul kernel keeps a row of accumulators and runs the innermost loop across the columns
+``j`` (independent chains), so even the strictly sequential reduction of each element
+vectorises. The branch-free rounding is exact only where ``scalar.nearest_even_fast_ok(52,
+1023, man_bits, bias)`` holds: fewer than 52 fraction bits and a bias of at most 1023 (a format
+whose grid reaches below float64's normal range, such as ``Format(11, 10, bias=1030)``, needs
+the leading bit of float64 subnormals, which that path does not look for). Every other format
+and mode runs the general ``scalar.arith_op`` / ``scalar.add_rounded`` / ``scalar.round_value``
+per element, which go through ``scalar.convert``. Both paths are tested against exact rational
+arithmetic.
+
+Accumulators. A partial sum and a term are float64s whose exact sum can lie beyond float64
+(terms of fp64 inputs, products near 2^1024) while still being finite: :func:`add_acc` replaces
+the float64 sum's inf by ``±F64_MAX``, a correct stand-in because every accumulator fpsim
+accepts (other than binary64, which ``scalar.add_rounded`` handles itself) has values below
+2^1023: both overflow it in every mode. The nearest-even fast path needs no such care -- there
+an overflow and an infinite input round alike (to inf, or NaN in a finite-only format) --
+except when an IEEE-style accumulator saturates: an overflow must give max but an inf input
+stays inf, so that case takes the general path.
 
 Stochastic rounding draws ``scalar.random62(seed, index)`` with a documented index per rounding
 (see :func:`matmul`), identical on the CPU, the GPU and the pure-Python reference.
 
 All kernels take float32 or float64 arrays (one dtype per call); they compute in float64.
 """
+
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -68,18 +83,36 @@ def _rne(t, fmt_m, fmt_b, max_pat, ovf_pat, inf_pat, nan_pat, low_pat):
     return scalar.bits_to_float64(bits)
 
 
+@register_jitable
+def _fast_ok(fmt_m, fmt_b):
+    """Whether the branch-free nearest-even rounding is exact for this format in float64."""
+    return scalar.nearest_even_fast_ok(52, 1023, fmt_m, fmt_b)
+
+
 # ---- input check -------------------------------------------------------------------------------
+@register_jitable
+def _count_bad(s, fmt_e, fmt_m, fmt_b, fmt_fn):
+    """How many non-NaN elements of ``s`` are not values of the format: rounding to nearest
+    changes exactly those (NaN is a value of every format)."""
+    bad = 0
+    if _fast_ok(fmt_m, fmt_b):
+        mp, op, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
+        for i in range(s.size):
+            v = np.float64(s[i])
+            b = scalar.float64_to_bits(v)
+            r = scalar.round_nearest_even_bits(b, 11, 52, 1023, fmt_m, fmt_b, mp, op, ip, np_, lp)
+            bad += (r != b) & (v == v)
+    else:
+        for i in range(s.size):
+            v = np.float64(s[i])
+            r = scalar.round_value(v, fmt_e, fmt_m, fmt_b, fmt_fn, scalar.NEAREST_EVEN, 1, 0, 0)
+            bad += (scalar.float64_to_bits(r) != scalar.float64_to_bits(v)) & (v == v)
+    return bad
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _count_body(x, start, stop, fmt_e, fmt_m, fmt_b, fmt_fn):
-    mp, op, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
-    s = x[start:stop]
-    bad = 0
-    for i in range(s.size):
-        v = np.float64(s[i])
-        b = scalar.float64_to_bits(v)
-        r = scalar.round_nearest_even_bits(b, 11, 52, 1023, fmt_m, fmt_b, mp, op, ip, np_, lp)
-        bad += (r != b) & (v == v)  # NaN is a value of every format
-    return bad
+    return _count_bad(x[start:stop], fmt_e, fmt_m, fmt_b, fmt_fn)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -95,8 +128,8 @@ def _count_parallel(x, fmt_e, fmt_m, fmt_b, fmt_fn):
 
 def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
     """Number of non-NaN elements of the contiguous 1-D float32/float64 array ``x`` that are not
-    exactly values of the format ``(exp_bits, man_bits, bias, fn)`` (a format with fewer than 52
-    fraction bits; every float64 is a binary64 value)."""
+    exactly values of the format ``(exp_bits, man_bits, bias, fn)`` (any format; every float64
+    is a binary64 value, so callers skip binary64)."""
     e, m, b, fn = (int(p) for p in fmt_params)
     if x.size >= PARALLEL_MIN:
         return int(_count_parallel(x, e, m, b, fn))
@@ -106,27 +139,25 @@ def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
 # ---- round to nearest even, one thread (small arrays) ------------------------------------------
 @njit(cache=True, nogil=True, error_model="numpy")
 def _round_nearest_body(x, out, fmt_e, fmt_m, fmt_b, fmt_fn):
-    mp, op_, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
-    for i in range(x.size):
-        out[i] = _rne(np.float64(x[i]), fmt_m, fmt_b, mp, op_, ip, np_, lp)
+    if _fast_ok(fmt_m, fmt_b):
+        mp, op_, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
+        for i in range(x.size):
+            out[i] = _rne(np.float64(x[i]), fmt_m, fmt_b, mp, op_, ip, np_, lp)
+    else:
+        ne = scalar.NEAREST_EVEN
+        for i in range(x.size):
+            out[i] = scalar.round_value(np.float64(x[i]), fmt_e, fmt_m, fmt_b, fmt_fn, ne, 1, 0, 0)
 
 
 def round_nearest(x: np.ndarray, out: np.ndarray, fmt_params: tuple) -> None:
-    """``out[i] = x[i]`` rounded to nearest even in the format (``man_bits < 52``), on one
-    thread: for the arrays too small for the thread pool of :func:`fpsim.round_to`. ``x`` and
-    ``out``: C-contiguous 1-D float32/float64 arrays of one size."""
+    """``out[i] = x[i]`` rounded to nearest even in the format, on one thread: for the arrays
+    too small for the thread pool of :func:`fpsim.round_to`. ``x`` and ``out``: C-contiguous
+    1-D float32/float64 arrays of one size (``out`` float64 where the format does not fit in
+    float32)."""
     _round_nearest_body(x, out, *(int(p) for p in fmt_params))
 
 
 # ---- elementwise -------------------------------------------------------------------------------
-@register_jitable
-def _not_in(v, fmt_m, fmt_b, mp, op_, ip, np_, lp):
-    """1 when the float64 v is not NaN and not a value of the format (nearest-even check)."""
-    b = scalar.float64_to_bits(v)
-    r = scalar.round_nearest_even_bits(b, 11, 52, 1023, fmt_m, fmt_b, mp, op_, ip, np_, lp)
-    return (r != b) & (v == v)
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def _ew_body(
     op, a, b, c, out, start, stop, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat, seed, nchk
@@ -141,19 +172,14 @@ def _ew_body(
     z = c[start:stop]
     o = out[start:stop]
     n = x.size
-    # the input check uses round-to-nearest-even constants without flushing or saturation
-    cm, co, ci, cn, cl = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
     bad = 0
     if nchk >= 1:
-        for i in range(n):
-            bad += _not_in(np.float64(x[i]), fmt_m, fmt_b, cm, co, ci, cn, cl)
+        bad += _count_bad(x, fmt_e, fmt_m, fmt_b, fmt_fn)
     if nchk >= 2:
-        for i in range(n):
-            bad += _not_in(np.float64(y[i]), fmt_m, fmt_b, cm, co, ci, cn, cl)
+        bad += _count_bad(y, fmt_e, fmt_m, fmt_b, fmt_fn)
     if nchk >= 3:
-        for i in range(n):
-            bad += _not_in(np.float64(z[i]), fmt_m, fmt_b, cm, co, ci, cn, cl)
-    if mode == scalar.NEAREST_EVEN and fmt_m < 52:
+        bad += _count_bad(z, fmt_e, fmt_m, fmt_b, fmt_fn)
+    if mode == scalar.NEAREST_EVEN and _fast_ok(fmt_m, fmt_b):
         mp, op_, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, subn, sat)
         # One loop per operation (the operation is loop-invariant): each is branch-free and
         # vectorises.
@@ -246,8 +272,8 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
     ``fmt_params``: ``(exp_bits, man_bits, bias, fn)``. Element ``i`` of a stochastic rounding
     uses ``random62(seed, i)``, as :func:`fpsim.round_to` does. ``check``: how many of the
     operands ``a, b, c`` to check, in the same pass, for values that are not values of the
-    format (requires ``man_bits < 52``); returns the number found (the results are then
-    meaningless).
+    format (not for binary64, whose values every float64 is); returns the number found (the
+    results are then meaningless).
     """
     args = (int(op), a, b, c, out) + tuple(int(p) for p in fmt_params)
     args += (int(mode), int(subnormals), int(saturate), int(seed), int(check))
@@ -257,6 +283,27 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
 
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
+@register_jitable
+def add_acc(x, y, acc_e, acc_m, acc_b, acc_fn, mode, subnormals, saturate, rand62):
+    """``x + y`` (float64s: partial sums and terms) correctly rounded to the accumulator format:
+    ``scalar.add_rounded``, also where the float64 sum overflows though ``x + y`` is finite.
+
+    two_sum is exact unless ``fl64(x + y)`` overflows; then ``|x + y| >= 2^1024 - 2^970``. An
+    accumulator other than binary64 has ``emax <= 1022`` (``fpsim.arith`` requires it), so its
+    largest value plus one quantum is at most 2^1023: the exact sum overflows it in every mode
+    -- to inf/NaN, or to ``±max`` rounding toward zero or when saturating -- exactly as the
+    float64 ``±F64_MAX`` does, which is what is rounded instead (a float64 inf would stay inf
+    even where the mode asks for max). binary64 itself handles its own overflow.
+    """
+    s = x + y
+    if acc_m < 52 and math.isinf(s) and math.isfinite(x) and math.isfinite(y):
+        return scalar.round_value(
+            math.copysign(scalar.F64_MAX, s), acc_e, acc_m, acc_b, acc_fn, mode, subnormals,
+            saturate, rand62,
+        )  # fmt: skip
+    return scalar.add_rounded(x, y, acc_e, acc_m, acc_b, acc_fn, mode, subnormals, saturate, rand62)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _matmul_row(
     A, B, out, bi, i, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, out_fn,
@@ -267,7 +314,9 @@ def _matmul_row(
     m = 1 if unit_b else B.shape[2]
     S = np.empty(m)  # the running accumulator of each column j
     T = np.empty(m)  # the current term of each column
-    fast = mode == scalar.NEAREST_EVEN and acc_m < 52
+    # The fast path rounds a float64 sum that overflowed like an infinite input: right unless
+    # an IEEE-style accumulator saturates (overflow -> max, inf -> inf): see the module docstring.
+    fast = mode == scalar.NEAREST_EVEN and _fast_ok(acc_m, acc_b) and not (sat and acc_fn == 0)
     stoch = mode == scalar.STOCHASTIC
     stride = 2 * K + 1  # rounding events per output element (see matmul's docstring)
     base = (bi * A.shape[1] + i) * m  # flat index of out[bi, i, 0]
@@ -317,9 +366,7 @@ def _matmul_row(
                 for j in range(m):
                     r = (base + j) * stride + 2 * k + 1
                     rand = scalar.random62(seed, r) if stoch else 0
-                    S[j] = scalar.add_rounded(
-                        S[j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
-                    )
+                    S[j] = add_acc(S[j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
             cnt = k + 1
         else:
             # 2b. Pairwise, as a binary counter: term k enters level 0; while the level holds a
@@ -336,7 +383,7 @@ def _matmul_row(
                         rand = (
                             scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
                         )
-                        T[j] = scalar.add_rounded(
+                        T[j] = add_acc(
                             stack[lvl, j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
                         )  # fmt: skip
                 cnt += 1
@@ -360,7 +407,7 @@ def _matmul_row(
                         rand = (
                             scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
                         )
-                        S[j] = scalar.add_rounded(
+                        S[j] = add_acc(
                             stack[lvl, j], S[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
                         )  # fmt: skip
                     cnt += 1

@@ -6,7 +6,9 @@ rational rounding (tests/arith_oracle.py) and the CPU kernels, which must agree 
 stochastic rounding included, for the same seed (same documented random-number indices).
 """
 
+import math
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ import fpsim
 from fpsim import arith
 
 sys.path.insert(0, str(Path(__file__).parent.parent))  # tests/ for the shared oracles
-from arith_oracle import op_oracle  # noqa: E402
+from arith_oracle import op_oracle, reduce_reference  # noqa: E402
 
 pytestmark = pytest.mark.cudasim
 
@@ -135,3 +137,78 @@ def test_matmul_and_dot_on_device(products):
     mv = host(arith.matmul(cuda.to_device(a), cuda.to_device(b[:, 0].copy()), "bf16",
                            order="sequential"))  # fmt: skip
     assert same_bits(mv, arith.matmul(a, b[:, 0], "bf16", order="sequential"))
+
+
+# ---- issue 11: edges of float64 (the same oracles as tests/test_arith_edges.py) ------------------
+F64_MAX = 1.7976931348623157e308
+
+
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+def test_device_sum_whose_float64_partial_sum_overflows(order):
+    # exact sums beyond float64 overflow the accumulator in every mode: toward zero gives max
+    acc = fpsim.Format(11, 20, bias=1024)  # max = (2 - 2^-20) 2^1022
+    x = np.array([F64_MAX, F64_MAX, -(2.0**1023)])
+    for mode in ("nearest_even", "toward_zero", "down", "up"):
+        got = arith.sum(cuda.to_device(x), "fp64", acc=acc, order=order, rounding=mode,
+                        out_fmt=acc)  # fmt: skip
+        want = reduce_reference(list(x), acc, acc, order, mode)
+        assert same_bits(got, want), (mode, got, want)
+    pos = cuda.to_device(np.array([F64_MAX, F64_MAX, 2.0**1023]))
+    for mode in ("nearest_even", "up"):  # saturating: every partial sum is beyond max
+        assert arith.sum(pos, "fp64", acc=acc, order=order, rounding=mode, saturate=True,
+                         out_fmt=acc) == acc.max  # fmt: skip
+
+
+def test_device_matmul_products_whose_float64_sum_overflows():
+    f = fpsim.Format(10, 5)  # products up to 63^2 2^1012 ~ 2^1023.96: two overflow float64
+    mx = f.max
+    a = np.array([[mx, mx, mx], [mx, -mx, mx]])
+    b = np.array([[mx], [mx], [-mx]])
+    for order in ("sequential", "pairwise"):
+        for mode in ("toward_zero", "nearest_even", "down"):
+            got = host(arith.matmul(cuda.to_device(a), cuda.to_device(b), f, acc="fp32",
+                                    order=order, rounding=mode, out_fmt="fp32"))  # fmt: skip
+            for i in range(2):
+                terms = [Fraction(a[i, k]) * Fraction(b[k, 0]) for k in range(3)]
+                want = reduce_reference(terms, "fp32", "fp32", order, mode)
+                assert same_bits(got[i, 0], want), (order, mode, i)
+
+
+def test_device_operands_below_float64_normal_range():
+    f = fpsim.Format(11, 10, bias=1030)  # smallest subnormal 2^-1039, a float64 subnormal
+    ms = 2.0**-1039
+    x = np.array([ms, 3 * ms, 1023 * ms, 2.0**-1029, 1.0, -ms, f.max])
+    y = np.array([ms, ms, ms, -(2.0**-1030), 1.0, 5 * ms, -f.max])
+    for mode in MODES:
+        got = host(arith.add(cuda.to_device(x), cuda.to_device(y), f, rounding=mode, seed=SEED))
+        want = arith.add(x, y, f, rounding=mode, seed=SEED)
+        assert same_bits(got, want), mode
+        if mode != "stochastic":
+            want = [op_oracle("add", (u, v), f, mode) for u, v in zip(x, y, strict=True)]
+            assert same_bits(got, want), mode
+    with pytest.raises(ValueError, match="not e11m10_b1030 values"):
+        arith.add(cuda.to_device(np.array([ms / 2])), 0.0, f)
+
+
+def test_device_empty_reductions_are_numpy_shaped_and_positive_zero():
+    shapes = [((2, 0), (0, 3)), ((0, 4), (4, 3)), ((2, 4), (4, 0)), ((0,), (0, 3)),
+              ((2, 0), (0,)), ((2, 3, 0), (2, 0, 4))]  # fmt: skip
+    for sa, sb in shapes:
+        a, b = np.zeros(sa, np.float32), np.zeros(sb, np.float32)
+        want = np.matmul(a, b)
+        for order in ("sequential", "pairwise"):
+            for mode in ("nearest_even", "down"):
+                got = host(arith.matmul(cuda.to_device(a), cuda.to_device(b), "fp16", acc="fp16",
+                                        order=order, rounding=mode))  # fmt: skip
+                assert got.shape == want.shape and got.dtype == np.float32, (sa, sb)
+                assert (got == 0).all() and not np.signbit(got).any()
+    for order in ("sequential", "pairwise"):
+        e = cuda.to_device(np.zeros(0, np.float32))
+        d = arith.dot(e, e, "fp16", order=order, rounding="down")
+        s = arith.sum(e, "fp16", order=order, rounding="down")
+        assert d == 0.0 and s == 0.0 and math.copysign(1, d) == math.copysign(1, s) == 1
+        rows = host(arith.sum(cuda.to_device(np.zeros((3, 0))), "fp16", axis=-1, order=order,
+                              rounding="down"))  # fmt: skip
+        assert rows.shape == (3,) and (rows == 0).all() and not np.signbit(rows).any()
+        none = host(arith.sum(cuda.to_device(np.zeros((0, 3))), "fp16", axis=-1, order=order))
+        assert none.shape == (0,)
