@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .containers import is_torch_tensor, result_dtype, torch_apply
 from .formats import Format, FormatLike, fp32, fp64, get_format
 from .kernels import scalar
 
@@ -244,8 +245,7 @@ def _round_exact_input(
     """
     if _is_rational_scalar(x):
         rand = scalar.random62(seed, 0) if mode == scalar.STOCHASTIC else 0
-        r = _round_rational(_exact_fraction(x), f, mode, subnormals, saturate, rand)
-        return np.float64(r) if isinstance(x, np.integer) else r
+        return _round_rational(_exact_fraction(x), f, mode, subnormals, saturate, rand)
     if not isinstance(x, np.ndarray) or x.dtype.kind not in "iu" or _ints_exact_in_float64(x):
         return None
     arr = _native(x)
@@ -328,25 +328,45 @@ def round_to(
     seed_v = _seed_value(seed, mode)
     if backend not in ("auto", "cpu", "python", "cuda"):
         raise ValueError(f"backend must be 'auto', 'cpu', 'python' or 'cuda', got {backend!r}")
+    if is_torch_tensor(x):
+
+        def on_device(d: Any) -> Any:
+            from .kernels import cuda
+
+            return cuda.round_device(d, f, mode, sub, sat, seed_v)
+
+        def on_numpy(a: np.ndarray) -> np.ndarray:
+            return round_to(a, f, rounding, sub, sat, seed_v, backend=backend)
+
+        return torch_apply(x, f, on_numpy, on_device)
     if _is_device_array(x) and backend in ("auto", "cuda"):
         from .kernels import cuda
 
         return cuda.round_device(x, f, mode, sub, sat, seed_v)
     exact = _round_exact_input(x, f, mode, sub, sat, seed_v, backend)
     if exact is not None:
-        return exact
-    arr, is_scalar = _as_container(x)
+        return _in_kind_of(x, exact, f)
+    arr, _ = _as_container(x)
+    if not f.fits_in(arr.dtype):
+        arr = arr.astype(np.float64)  # widening is exact; the result dtype follows the rule
     container, int_dt = _CONTAINER[arr.dtype]
-    _check_fits(f, arr.dtype)
     src = np.ascontiguousarray(arr).reshape(-1).view(int_dt)
     out = np.empty_like(src)
     lay = _layout(container)
     params = lay + _layout(f) + lay + (mode, sub, sat, seed_v)
     _run(src, out, params, "cpu" if backend in ("auto", "cuda") else backend)
-    res = out.view(arr.dtype).reshape(arr.shape)
-    if is_scalar:
-        return float(res[()]) if isinstance(x, (float, int)) else res[()]
-    return res
+    return _in_kind_of(x, out.view(arr.dtype).reshape(arr.shape), f)
+
+
+def _in_kind_of(x: Any, res: Any, f: Format) -> Any:
+    """The rounded values ``res`` in the kind of container ``x`` came in (fpsim.containers)."""
+    if isinstance(x, (numbers.Number, Decimal)) and not isinstance(x, np.generic):
+        return float(res) if np.ndim(res) == 0 else res  # Python numbers: a Python float
+    if isinstance(x, (np.ndarray, np.generic)):
+        out = result_dtype(_native(np.asarray(x)).dtype, f)
+        r = np.asarray(res).astype(out, copy=False)
+        return r[()] if isinstance(x, np.generic) else r
+    return res  # lists, tuples, other array-likes: float64 (float32 for float32 scalars)
 
 
 def _signed_view(a: np.ndarray) -> np.ndarray:

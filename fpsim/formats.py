@@ -199,11 +199,31 @@ class Format:
         return np.dtype(np.float32) if fits32 else np.dtype(np.float64)
 
     def fits_in(self, dtype: np.dtype) -> bool:
-        """True when every value of this format is exactly representable in ``dtype``."""
+        """True when every value of this format (±inf included, if it has them) is exactly
+        representable in the float dtype ``dtype`` (numpy's or ml_dtypes'); False for other dtypes.
+
+        Every binade's quantum of this format must be a multiple of the dtype's, which holds when
+        it keeps no more fraction bits, its smallest subnormal is no smaller, and its largest
+        value is no larger.
+
+        >>> fp8_e4m3.fits_in(np.float16), bf16.fits_in(np.float16), fp16.fits_in(np.float32)
+        (True, False, True)
+        """
         dtype = np.dtype(dtype)
         if dtype == np.float64:
             return True
-        return dtype == np.float32 and self.container_dtype == np.float32
+        if dtype == np.float32:
+            return self.container_dtype == np.float32
+        try:
+            g = get_format(dtype)
+        except (TypeError, ValueError):
+            return False
+        return (
+            self.man_bits <= g.man_bits
+            and self.emin - self.man_bits >= g.emin - g.man_bits
+            and self.max <= g.max
+            and (g.has_inf or not self.has_inf)
+        )
 
     # ---- kernel parameters -------------------------------------------------------------------
     @property
@@ -319,6 +339,9 @@ e5m10_b20, or Format(exp_bits, man_bits[, bias][, style])
     for f in _BUILTIN.values():
         if f.dtype is not None and f.dtype == dt:
             return f
+    for (e, m, bias, style), native in _native_table().items():
+        if native == dt:  # an ml_dtypes float without a built-in name (float8_e4m3, e3m4)
+            return Format(e, m, bias, style)
     raise ValueError(f"dtype {dt} has no matching fpsim format")
 
 
@@ -351,9 +374,14 @@ def _parse_format_text(text: str) -> Format | None:
 
 def _native_dtype(f: Format) -> np.dtype | None:
     """numpy / ml_dtypes dtype with the same bit layout and specials as ``f`` (or None)."""
+    return _native_table().get((f.exp_bits, f.man_bits, f.bias, f.style))
+
+
+def _native_table() -> dict[tuple[int, int, int, str], np.dtype]:
+    """(exp_bits, man_bits, bias, style) -> the numpy / ml_dtypes dtype of those semantics."""
     import ml_dtypes
 
-    table = {
+    return {
         (8, 23, 127, "ieee"): np.dtype(np.float32),
         (5, 10, 15, "ieee"): np.dtype(np.float16),
         (11, 52, 1023, "ieee"): np.dtype(np.float64),
@@ -363,4 +391,3 @@ def _native_dtype(f: Format) -> np.dtype | None:
         (4, 3, 7, "ieee"): np.dtype(ml_dtypes.float8_e4m3),  # IEEE-style E4M3 (max 240)
         (3, 4, 3, "ieee"): np.dtype(ml_dtypes.float8_e3m4),
     }
-    return table.get((f.exp_bits, f.man_bits, f.bias, f.style))
