@@ -262,6 +262,14 @@ fp8_e4m3 = Format(4, 3, style="fn", name="fp8_e4m3")
 fp8_e5m2 = Format(5, 2, name="fp8_e5m2")
 fp64 = Format(11, 52, name="fp64")
 
+# PyTorch's names for the same formats (fpsim.float16 is fp16, like torch.float16).
+float16 = half = fp16
+bfloat16 = bf16
+float32 = fp32
+float64 = double = fp64
+float8_e4m3fn = fp8_e4m3
+float8_e5m2 = fp8_e5m2
+
 _BUILTIN: dict[str, Format] = {
     f.name: f for f in (fp32, fp16, bf16, tf32, fp8_e4m3, fp8_e5m2, fp64)
 }
@@ -304,6 +312,8 @@ def get_format(fmt: Format | str | np.dtype | type) -> Format:
 
     >>> get_format("half") is fp16, get_format("bfloat16") is bf16, get_format("e4m3").max
     (True, True, 448.0)
+    >>> get_format(np.float16) is fp16, get_format("torch.bfloat16") is bf16
+    (True, True)
     >>> get_format("e4m3_ieee").max, get_format("Format(4, 3, bias=5)").max, get_format("e5m10")
     (240.0, 960.0, Format(fp16: exp_bits=5, man_bits=10))
     >>> get_format("fp17")
@@ -318,6 +328,8 @@ e5m10_b20, or Format(exp_bits, man_bits[, bias][, style])
     if fmt is None:
         # np.dtype(None) is float64: a forgotten argument must not silently mean fp64.
         raise TypeError("a format is required: a Format, a name such as 'fp16', or a dtype")
+    if type(fmt).__module__ == "torch" and type(fmt).__name__ == "dtype":
+        fmt = str(fmt)  # torch.float16 -> "torch.float16" (read below without importing torch)
     if isinstance(fmt, str):
         key = fmt.strip().lower().replace("torch.", "").replace("np.", "").replace("numpy.", "")
         key = _ALIASES.get(key, key)
