@@ -10,7 +10,9 @@ that Axes' figure).
 
 The colours mean the same thing in every figure (:data:`PALETTE`): the *zones* of a format's
 number line — values that round to zero (``underflow``), ``subnormal`` values (kept, with fewer
-significant bits), ``normal`` values and ``overflow`` (to inf) — and the data drawn over them.
+significant bits), ``normal`` values and ``overflow`` (to inf; to NaN in the "fn" formats such
+as fp8_e4m3, which have no inf) — and the data drawn over them. Powers of two are written in
+mathtext (:math:`2^{-24}`) everywhere, and legends list only what is drawn.
 
 ========================================  ====================================================
 :func:`plot_range_histogram`              |x| per binade over a format's zones and limits;
@@ -89,6 +91,14 @@ _ZONE_LABEL = {
     "normal": "normal (full precision)",
     "overflow": "overflow (→ inf)",
 }
+
+
+def _zone_label(zone: str, f: Format) -> str:
+    """The legend text of a zone; an "fn" format has no inf, so its overflow is NaN (or the
+    max, when rounding saturates)."""
+    if zone == "overflow" and not f.has_inf:
+        return "overflow (→ NaN; no inf in fn formats)"
+    return _ZONE_LABEL[zone]
 _SHADE_ALPHA = 0.13
 _MAX_SPAN = 90  # binades: wider views leave far-away format limits off the plot
 
@@ -169,6 +179,9 @@ def _limits(f: Format) -> dict[str, float]:
     return {
         "underflow": float(f.emin - f.man_bits - 1),  # half the smallest subnormal: ties to 0
         "smallest_subnormal": float(f.emin - f.man_bits),
+        # values from min_normal - q/2 (q the smallest subnormal) round up to min_normal: the
+        # normal zone starts there, a hair below 2^emin
+        "normal": math.log2(f.min_normal - f.smallest_subnormal / 2),
         "smallest_normal": float(f.emin),
         "max": math.log2(f.max),
         "overflow": math.log2(f.max + ulp_max / 2),  # round-to-nearest goes to inf from here
@@ -270,17 +283,26 @@ def _hist_view(
 
 def _draw_zones(ax: Axes, f: Format, lo: float, hi: float) -> None:
     """Shade the zones of ``f`` over [lo, hi] (log2 |x|)."""
-    lim = _limits(f)
-    edges = {
-        "underflow": (-math.inf, lim["underflow"]),
-        "subnormal": (lim["underflow"], lim["smallest_normal"]),
-        "normal": (lim["smallest_normal"], lim["overflow"]),
-        "overflow": (lim["overflow"], math.inf),
-    }
-    for zone, (a, b) in edges.items():
+    for zone, (a, b) in _zone_edges(f).items():
         a, b = max(a, lo), min(b, hi)
         if b > a:
             ax.axvspan(a, b, color=PALETTE[zone], alpha=_SHADE_ALPHA, lw=0, zorder=0, gid=zone)
+
+
+def _zone_edges(f: Format) -> dict[str, tuple[float, float]]:
+    """Each zone's [start, end) on the log2 |x| axis: where round-to-nearest-even puts it."""
+    lim = _limits(f)
+    return {
+        "underflow": (-math.inf, lim["underflow"]),
+        "subnormal": (lim["underflow"], lim["normal"]),
+        "normal": (lim["normal"], lim["overflow"]),
+        "overflow": (lim["overflow"], math.inf),
+    }
+
+
+def _zones_in_view(f: Format, lo: float, hi: float) -> list[str]:
+    """The zones of ``f`` that show between lo and hi (their shading is drawn)."""
+    return [z for z, (a, b) in _zone_edges(f).items() if min(b, hi) > max(a, lo)]
 
 
 def _axes_width_in(ax: Axes, legend_outside: bool) -> float:
@@ -302,9 +324,9 @@ def _draw_limit_lines(
 
     With ``xlim`` (the final x limits) the lines in ``view`` are also labelled at the top of
     the Axes, in as many rows as it takes for the labels not to overlap; the limits named in
-    ``off`` (left out of the view) are written at the edge they lie beyond. Returns the line
-    handles (for a legend) and the number of label rows used. ``zone_note`` is written at the
-    top left of the rounds-to-zero zone when it fits there.
+    ``off`` (left out of the view) are written at the edge they lie beyond. Returns the
+    handles of the lines in view (for a legend) and the number of label rows used.
+    ``zone_note`` is written at the top left of the rounds-to-zero zone when it fits there.
     """
     lim = _limits(f)
     lo, hi = view
@@ -315,8 +337,8 @@ def _draw_limit_lines(
         colour = PALETTE[_LIMIT_ZONE[name]]
         line = ax.axvline(x, color=colour, ls="--", lw=1.3, zorder=3, gid=f"limit:{name}")
         line.set_label(f"{text} {_pow2_text(value)}")
-        handles.append(line)
-        if lo < x < hi:
+        if lo < x < hi:  # lines off the view are not drawn, so not in the legend either
+            handles.append(line)
             labels.append((x, name, f"{text}\n{_pow2_text(value)}", colour))
     if xlim is None:
         return handles, 0
@@ -449,10 +471,9 @@ def _draw_range_hist(
     from matplotlib.patches import Patch
 
     # legend handles of their own: a bar container with no bars has no colour to show
-    handles = [
-        Patch(color=main_colour, label=data_label),
-        Patch(color=PALETTE["zero"], label="exact zeros"),
-    ]
+    handles = [Patch(color=main_colour, label=data_label)] if counts.size else []
+    if hist.zero:  # no zeros: the bar has no height, so no legend entry either
+        handles.append(Patch(color=PALETTE["zero"], label="exact zeros"))
 
     # The y range leaves headroom for the labels; it is set by the binade bars, so a zero bar
     # far taller than them is cut at the top (marked, with its count written in it).
@@ -501,20 +522,25 @@ def _draw_range_hist(
     _set_log2_ticks(ax, lo + 1, hi, extra=[(zero_x, "0")])
     _draw_break(ax, lo - 1.25)
     ax.axvline(lo - 1.25, color="#bbbbbb", lw=0.8, ls=":", zorder=1)
-    ax.set_xlabel("|x|   (log₂ axis: one bar per binade [2ᵏ, 2ᵏ⁺¹); exact zeros apart)")
+    ax.set_xlabel("|x|   (log₂ axis: one bar per binade [$2^k$, $2^{k+1}$); exact zeros apart)")
     ax.set_ylabel("number of values")
+    from matplotlib.ticker import FuncFormatter
+
+    # counts written out (1,000,000), not as 1.0 under a "1e6" in the corner
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.grid(axis="y", alpha=0.3, lw=0.6)
     ax.set_axisbelow(True)
     out |= {"handles": handles, "lines": lines, "view": (lo, hi)}
     return out
 
 
-def _zone_handles() -> list:
+def _zone_handles(f: Format, view: tuple[float, float]) -> list:
+    """Legend patches for the zones of ``f`` shaded in ``view`` (lo, hi), and no others."""
     from matplotlib.patches import Patch
 
     return [
-        Patch(color=PALETTE[z], alpha=2.5 * _SHADE_ALPHA, label=text, gid=z)
-        for z, text in _ZONE_LABEL.items()
+        Patch(color=PALETTE[z], alpha=2.5 * _SHADE_ALPHA, label=_zone_label(z, f), gid=z)
+        for z in _zones_in_view(f, *view)
     ]
 
 
@@ -565,7 +591,7 @@ def plot_range_histogram(
 
     ax.set_title(title or f"|x| per binade against {f.name}'s range", loc="left", fontsize=12)
     ax.legend(
-        handles=info["handles"] + _zone_handles() + info["lines"],
+        handles=info["handles"] + _zone_handles(f, info["view"]) + info["lines"],
         loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8.5, frameon=False,
         title=f"{f.name}: 1 sign · {f.exp_bits} exponent · {f.man_bits} mantissa bits",
         title_fontsize=9,
@@ -642,14 +668,16 @@ def plot_histograms_side_by_side(
             ax.set_ylabel("")
     from matplotlib.patches import Patch
 
-    bars = [
-        Patch(color=PALETTE["data"], label="values (×1)"),
-        Patch(color=PALETTE["scaled"], label="values × scale"),
-        Patch(color=PALETTE["zero"], label="exact zeros"),
-    ]
+    bars = []  # only what some panel draws
+    if 0 in ks and hist.count > hist.zero + hist.nonfinite:
+        bars.append(Patch(color=PALETTE["data"], label="values (×1)"))
+    if any(ks) and hist.count > hist.zero + hist.nonfinite:
+        bars.append(Patch(color=PALETTE["scaled"], label="values × scale"))
+    if hist.zero:
+        bars.append(Patch(color=PALETTE["zero"], label="exact zeros"))
     fig.legend(
-        handles=bars + _zone_handles() + info["lines"], loc="outside lower center",
-        ncol=5, fontsize=8.5, frameon=False,
+        handles=bars + _zone_handles(f, info["view"]) + info["lines"],
+        loc="outside lower center", ncol=5, fontsize=8.5, frameon=False,
     )  # fmt: skip
     fig.suptitle(f"The same values under different scales, against {f.name}'s range")
     return fig
@@ -700,9 +728,21 @@ def plot_layer_histograms(
                 t.set_visible(False)  # the arrow alone; the title says the scale
     for ax in axes[n:]:
         ax.set_visible(False)
+    # every panel draws its own data and zeros: the legend names what any of them drew
+    from matplotlib.patches import Patch
+
+    handles = []
+    if any(h.count > h.zero + h.nonfinite for h in hists.values()):
+        handles.append(Patch(color=PALETTE["data"], label="values"))
+        if k is not None:
+            handles.append(Patch(color=PALETTE["scaled"], alpha=0.55,
+                                 label=f"values {_scale_text(k)}"))  # fmt: skip
+    if any(h.zero for h in hists.values()):
+        handles.append(Patch(color=PALETTE["zero"], label="exact zeros"))
+    zones = _zone_handles(f, info["view"])
     fig.legend(
-        handles=info["handles"] + _zone_handles() + info["lines"], loc="outside lower center",
-        ncol=min(6, len(info["handles"]) + 4), fontsize=8, frameon=False,
+        handles=handles + zones + info["lines"], loc="outside lower center",
+        ncol=min(6, len(handles) + len(zones)), fontsize=8, frameon=False,
     )  # fmt: skip
     fig.suptitle(f"Per layer: |x| per binade against {f.name}'s range")
     return fig
@@ -806,8 +846,12 @@ def plot_scale_trajectory(
             raise ValueError("skipped step index out of range")
         ax.plot(
             idx, s[idx], ls="none", marker="x", ms=9, mew=2.2, color=PALETTE["skipped"],
-            label=f"skipped step: inf/NaN gradients ({idx.size})", gid="skipped", zorder=4,
+            label=f"skipped step: inf/NaN gradients ({idx.size})" if idx.size else "_none",
+            gid="skipped", zorder=4,
         )  # fmt: skip
+        if not idx.size:  # nothing to mark: say so instead of a legend entry for no markers
+            ax.text(0.99, 0.03, "no step skipped", transform=ax.transAxes, ha="right",
+                    va="bottom", fontsize=9, color="#555555", gid="no_skips")  # fmt: skip
     ax.set_yscale("log", base=2)
     ax.yaxis.set_major_locator(LogLocator(base=2, numticks=12))
     ax.yaxis.set_major_formatter(
@@ -897,6 +941,25 @@ def plot_format_ranges(
     return fig
 
 
+def _format_title(f: Format) -> str:
+    """``fp8_e4m3`` for a built-in format; ``e4m3_ieee = Format(4, 3), IEEE style (inf and
+    NaN in the top exponent)`` for a generated name, which readers may not know (both spellings
+    are ones :func:`fpsim.get_format` reads)."""
+    from .formats import list_formats
+
+    if f.name in list_formats():
+        return f.name
+    default_bias = (1 << (f.exp_bits - 1)) - 1
+    args = [str(f.exp_bits), str(f.man_bits)]
+    if f.bias != default_bias:
+        args.append(f"bias={f.bias}")
+    if f.style != "ieee":
+        args.append(f"style={f.style!r}")
+    specials = "inf and NaN in the top exponent" if f.has_inf else "no inf; all ones is NaN"
+    style = "IEEE style" if f.style == "ieee" else "fn style"
+    return f"{f.name} = Format({', '.join(args)}), {style} ({specials})"
+
+
 def _bitfield_size(f: Format) -> tuple[float, float]:
     return (round(min(max(0.4 * f.bits + 1.6, 8.0), 18.0), 1), 3.6)
 
@@ -951,7 +1014,7 @@ def plot_bit_fields(x: Any, fmt: FormatLike = "fp16", ax: Axes | None = None) ->
         text = name if (b - a) > 3 or field == "sign" else name.split(" ")[0]
         ax.text((a + b) / 2, 1.3, text, ha="center", va="bottom", fontsize=9.5)
     # what each field means
-    sign_text = f"(−1){'⁰¹'[fl.sign]}\n= {'+1' if fl.sign == 0 else '−1'}"
+    sign_text = f"$(-1)^{{{fl.sign}}}$\n= {'+1' if fl.sign == 0 else '−1'}"
     m1 = "−"  # a real minus sign reads better than a hyphen
     if fl.cls == "normal":
         exp_text = (
@@ -1109,7 +1172,8 @@ def _draw_binade_density(ax: Axes, f: Format) -> None:
         f" spacing (ulp) $2^{{k-{m}}}$", ha="center", va="center", color="white", fontsize=9.5,
         fontweight="bold", clip_on=True,
     )  # fmt: skip
-    ax.set_xlabel("|x|   (log₂ axis: one bar per binade [2ᵏ, 2ᵏ⁺¹); +0 not shown)", fontsize=9)
+    ax.set_xlabel("|x|   (log₂ axis: one bar per binade [$2^k$, $2^{k+1}$); +0 not shown)",
+                  fontsize=9)
     ax.set_ylabel("values per binade (log₂)", fontsize=9)
     ax.set_title(
         f"{f.name}: values per binade — the same count in every normal binade, so the gap "
@@ -1162,7 +1226,7 @@ def plot_number_line(
         _draw_values_line(axes[0], f, zoom=False)
         _draw_values_line(axes[1], f, zoom=True)
         _draw_binade_density(axes[2], f)
-        fig.suptitle(f"The number line of {f.name}", fontsize=12)
+        fig.suptitle(f"The number line of {_format_title(f)}", fontsize=12)
         return fig
     fig = _new_figure((12, 3.6))
     ax = fig.add_subplot()

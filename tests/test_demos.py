@@ -162,8 +162,9 @@ def test_overflow(tmp_path, capsys):
 
 
 # ---- swamping -----------------------------------------------------------------------------------
-def test_swamping(capsys):
-    out = run_demo(capsys, "swamping", "--steps", "40", "--no-plots")
+def test_swamping(capsys, tmp_path):
+    out = run_demo(capsys, "swamping", "--steps", "40", "--out", str(tmp_path))
+    assert png_size(tmp_path / "swamping_loss.png") == (1200, 460)  # two panels: 12 x 4.6
     # one fp16 weight, 16 updates of -2^-12: numpy float16 and float32 as the oracles
     w16, m32 = np.float16(1.0), np.float32(1.0)
     for _ in range(16):

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import math  # noqa: E402
+import re  # noqa: E402
 import struct  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
@@ -118,9 +119,14 @@ def test_range_histogram_fp16(hist, data):
     assert 0.05 < lost < 0.6
     assert f"{100 * lost:.1f}% of non-zero values" in texts(fig)
     assert "inf/NaN (not drawn): 3" in texts(fig)
-    # the zones: rounds-to-zero ends at half the smallest subnormal, 2^-25
+    # the zones: rounds-to-zero ends at half the smallest subnormal, 2^-25; the normal zone
+    # starts where values round up to the smallest normal 2^-14: at 2^-14 - 2^-25 (the tie
+    # between the largest subnormal 2^-14 - 2^-24 and 2^-14 goes to the even 2^-14)
     (sub,) = [p for p in ax.patches if p.get_gid() == "subnormal"]
-    assert sub.get_x() == -25 and sub.get_x() + sub.get_width() == -14
+    assert sub.get_x() == -25
+    assert sub.get_x() + sub.get_width() == pytest.approx(-14 + math.log2(1 - 2**-11), abs=1e-12)
+    assert np.float16(2.0**-14 - 2.0**-25) == 2.0**-14  # numpy agrees: the tie rounds up
+    assert np.float16(2.0**-14 - 2.0**-25 - 2.0**-40) < 2.0**-14
 
 
 def test_range_histogram_scaled_overlay(hist, data):
@@ -389,3 +395,70 @@ def test_palette_is_shared():
     for key in ("zero", "underflow", "subnormal", "normal", "overflow", "data", "scaled"):
         assert matplotlib.colors.is_color_like(P.PALETTE[key])
     assert len({P.PALETTE[k] for k in ("underflow", "subnormal", "normal", "overflow")}) == 4
+
+
+# ---- legends name only what is drawn; one notation for powers of two --------------------------
+def legend_texts(fig) -> list[str]:
+    legends = fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    return [t.get_text() for leg in legends for t in leg.get_texts()]
+
+
+def test_legend_lists_only_drawn_zones_lines_and_zeros():
+    h = RangeHistogram()
+    h.add(2.0 ** np.arange(-30, -20, 0.25))  # far from bf16's limits, no zeros
+    fig = P.plot_range_histogram(h, "bf16")
+    drawn(fig)
+    assert legend_texts(fig) == ["values", "normal (full precision)"]
+    shaded = {p.get_gid() for p in fig.axes[0].patches} & {"underflow", "subnormal", "overflow"}
+    assert not shaded
+    # with zeros and fp16's limits in view, they are all listed
+    h.add(np.zeros(5))
+    fig = P.plot_range_histogram(h, "fp16")
+    drawn(fig)
+    labels = legend_texts(fig)
+    assert "exact zeros" in labels and "rounds to 0" in labels
+    assert sum("smallest" in t or t.startswith("max") for t in labels) == 3
+    # side by side and per layer: the same rule
+    h2 = RangeHistogram()
+    h2.add(2.0 ** np.arange(-30, -20, 0.25))
+    for fig in (P.plot_histograms_side_by_side(h2, "bf16", scales=(1,)),
+                P.plot_layer_histograms({"a": h2}, "bf16")):  # fmt: skip
+        drawn(fig)
+        labels = legend_texts(fig)
+        assert "exact zeros" not in labels and "values × scale" not in labels
+        assert "rounds to 0" not in labels and not any("smallest" in t for t in labels)
+
+
+def test_fn_formats_overflow_to_nan_not_inf(hist):
+    fig = P.plot_range_histogram(hist, "fp8_e4m3")
+    labels = legend_texts(fig)
+    assert "overflow (→ NaN; no inf in fn formats)" in labels
+    assert not any("→ inf" in t for t in labels)
+    assert "overflow (→ inf)" in legend_texts(P.plot_range_histogram(hist, "fp8_e5m2"))
+
+
+def test_scale_trajectory_without_skips_has_no_marker_entry():
+    fig = P.plot_scale_trajectory([2.0**16] * 3 + [2.0**17] * 3, skipped=[])
+    drawn(fig)
+    ax = fig.axes[0]
+    assert legend_texts(fig) == ["loss scale"]
+    assert [t.get_text() for t in ax.texts if t.get_gid() == "no_skips"] == ["no step skipped"]
+
+
+def test_generated_format_names_are_explained():
+    fig = P.plot_number_line(Format(4, 3))
+    title = fig.get_suptitle()
+    assert "e4m3_ieee = Format(4, 3)" in title
+    for name in ("e4m3_ieee", "Format(4, 3)"):
+        assert get_format(name) == Format(4, 3)  # both spellings read back
+    assert P.plot_number_line("fp8_e4m3").get_suptitle() == "The number line of fp8_e4m3"
+
+
+def test_powers_of_two_in_mathtext_only(hist):
+    figs = [P.plot_range_histogram(hist, "fp16", scale=2**10), P.plot_bit_fields(0.1, "fp16"),
+            P.plot_number_line("fp8_e4m3"), P.plot_format_ranges(),
+            P.plot_scale_trajectory([4.0, 2.0], skipped=[0])]  # fmt: skip
+    for fig in figs:
+        for t in fig.findobj(matplotlib.text.Text):
+            plain = re.sub(r"\$[^$]*\$", "", t.get_text())
+            assert "2^" not in plain and not set(plain) & set("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻ᵏ"), t.get_text()

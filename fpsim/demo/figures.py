@@ -1,7 +1,8 @@
 """``python -m fpsim.demo figures`` (``make figures``): regenerate every figure in ``figures/``.
 
 Runs the demos that draw (underflow, overflow, swamping, accumulate, bf16) on their default
-settings, quietly, and draws the static teaching figures: the range of each format, the bit
+settings (their printed output hidden; their progress bars shown on a terminal unless
+``--quiet``), and draws the static teaching figures: the range of each format, the bit
 fields of 0.1 in fp16, and the number line of the textbook 8-bit format ``Format(4, 3)``.
 Seeds are fixed and the PNGs carry no matplotlib version, so with the same numpy, matplotlib
 and BLAS the files come out byte for byte the same.
@@ -15,7 +16,7 @@ import io
 import time
 from pathlib import Path
 
-from ._common import DEFAULT_OUT, PROG, quiet_numba, save_figure
+from ._common import DEFAULT_OUT, PROG, add_quiet_arg, out_dir, parse_args, quiet_numba, save_figure
 
 #: demo module -> the files it writes on its default settings
 DEMO_FIGURES = {
@@ -46,9 +47,10 @@ def main(argv: list[str]) -> int:
         description="Regenerate every figure the README and the lessons use (what `make "
         "figures` runs): the drawing demos on their default settings, and the static figures.",
     )
-    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+    parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR", type=out_dir,
                         help="where to write them (default: %(default)s/)")  # fmt: skip
-    args = parser.parse_args(argv)
+    add_quiet_arg(parser)
+    args = parse_args(parser, argv)
 
     import importlib
 
@@ -58,7 +60,7 @@ def main(argv: list[str]) -> int:
         t0 = time.perf_counter()
         demo = importlib.import_module(f"fpsim.demo.{name}")
         with contextlib.redirect_stdout(io.StringIO()):
-            status = demo.main(["--out", args.out])
+            status = demo.main(["--out", args.out] + (["--quiet"] if args.quiet else []))
         if status:
             print(f"{PROG} {name} failed with status {status}")
             return status
