@@ -82,10 +82,14 @@ Exponent range
     reason -- never a silent wrong answer. With ``lo`` the exponent of the smallest subnormal
     (``emin - man_bits``) and ``emax`` that of the largest value, any bias:
 
-    * add, sub, and accumulators: ``emax <= 1022``; otherwise ``max + max`` overflows float64
-      to inf, where rounding toward zero must give max. There is no lower limit: a sum that
-      falls in float64's subnormal range is exact (``e == 0``), so ``Format(11, 10,
-      bias=1030)``, whose values reach down to 2^-1039, adds exactly.
+    * add, sub, and accumulators: ``emax <= 1022``. A sum that overflows float64 then lies
+      beyond max plus one quantum, so it overflows the format in every mode, as ``±F64_MAX``
+      does, which is rounded in its place (see reductions below); with ``emax = 1023`` it
+      could lie within a quantum of max (``max + y`` just below 2^1024), where stochastic
+      rounding needs its exact distance from max. There is no lower limit, in any mode: a sum
+      that falls in float64's subnormal range is exact (``e == 0``), so ``Format(11, 10,
+      bias=1030)``, whose values reach down to 2^-1039, adds exactly, and stochastic rounding
+      works with quanta down to 2^-1074 (``Format(5, 23, bias=1032)``, spacing 2^-1025 at max).
     * mul, fma, and the inputs of matmul/dot: ``lo >= -537`` and ``emax <= 511`` -- exactly
       the formats in which every product of two values is a float64 (from ``2^(2 lo) >=
       2^-1074`` to ``max^2 < 2^1024``). ``Format(11, 10)`` is refused: ``2^-1032 * 2^-1032`` is
@@ -95,15 +99,11 @@ Exponent range
       lies in float64's normal range. ``Format(10, 5)`` is refused: ``max / min_sub = 63 *
       2^1021`` is inf in float64, where rounding toward zero must give max.
     * sqrt: any range (p <= 25): the root of any positive float64 lies in [2^-537, 2^512).
-    * stochastic rounding of sums (add, sub, accumulators): the spacing of the largest
-      values, ``2^(emax - man_bits)``, must be at least 2^-1022 (it decides overflow as a
-      float64), e.g. not ``Format(5, 23, bias=1032)``; the other modes have no such limit.
-      (fma never meets it: such formats fail the product range.)
     * reductions: a partial sum plus a term (fp64 inputs to :func:`sum`, products near 2^1024)
       can overflow float64 though the exact sum is finite. It then lies beyond
       ``2^1024 - 2^970``, so it overflows every accumulator accepted above in every mode; the
-      kernels round ``±F64_MAX`` in its place (an inf would stay inf where rounding toward zero
-      or ``saturate=True`` must give the accumulator's max).
+      scalar addition (``scalar.add_rounded``) rounds ``±F64_MAX`` in its place (an inf would
+      stay inf where rounding toward zero or ``saturate=True`` must give the accumulator's max).
 
     Every built-in format passes all of these except fp64 (add/sub and accumulation only).
 
@@ -234,13 +234,11 @@ def _is_binary64(f: Format) -> bool:
     return (f.exp_bits, f.man_bits, f.bias, f.style) == (11, 52, 1023, "ieee")
 
 
-def _require_add(f: Format, what: str = "add/sub in", mode: int | None = None) -> None:
-    """Formats in which fpsim adds exactly: p <= 51 (round-to-odd in float64) or binary64; for
-    stochastic rounding (``mode``) see :func:`_require_stochastic_sum` too."""
+def _require_add(f: Format, what: str = "add/sub in") -> None:
+    """Formats in which fpsim adds exactly, in every rounding mode: p <= 51 (round-to-odd in
+    float64) and a largest exponent <= 1022, or binary64."""
     if _is_binary64(f):
         return
-    if mode == scalar.STOCHASTIC:
-        _require_stochastic_sum(f, what)
     if f.man_bits > 50:
         raise ValueError(
             f"{what} {f.name} is not supported: exact addition through float64 needs a precision "
@@ -250,19 +248,6 @@ def _require_add(f: Format, what: str = "add/sub in", mode: int | None = None) -
         raise ValueError(
             f"{what} {f.name} is not supported: its values reach 2^{f.emax}, and sums of two "
             "could overflow float64 (the largest exponent must be <= 1022)"
-        )
-
-
-def _require_stochastic_sum(f: Format, what: str) -> None:
-    """Stochastic rounding of an inexact sum (add, sub, accumulators) decides an overflow
-    with the spacing of the format's largest values, ``2^(emax - man_bits)``, as a normal
-    float64 (``scalar.round_sum_stochastic``): formats whose largest values are spaced more
-    finely than 2^-1022 are refused rather than answered wrongly."""
-    if not _is_binary64(f) and f.emax - f.man_bits < -1022:
-        raise ValueError(
-            f"stochastic {what} {f.name} is not supported: the spacing of its largest values, "
-            f"2^{f.emax - f.man_bits}, is below float64's normal range (2^-1022), which "
-            "stochastic rounding of a sum near max needs"
         )
 
 
@@ -418,9 +403,9 @@ def _elementwise(op, xs, names, fmt, rounding, subnormals, saturate, seed, round
     name = _OP_NAMES[op]
     mode = _mode_code(rounding)
     if op in (scalar.OP_ADD, scalar.OP_SUB):
-        _require_add(f, mode=mode)
+        _require_add(f)
     else:
-        _require_mul(f, name)  # fma: a format _require_stochastic_sum refuses fails here
+        _require_mul(f, name)
     seed_v = _seed_value(seed, mode)
     if any(_is_device(x) for x in xs):
         from .kernels import arith_cuda
@@ -732,7 +717,7 @@ def sum(
     a_fmt = get_format(acc)
     out_f = get_format(out_fmt) if out_fmt is not None else f
     mode = _mode_code(rounding)
-    _require_add(a_fmt, "accumulation in", mode)
+    _require_add(a_fmt, "accumulation in")
     pairwise = _order_code(order, ("sequential", "pairwise"))
     seed_v = _seed_value(seed, mode)
     if _is_device(x):
@@ -854,7 +839,7 @@ def matmul(
     a_fmt = get_format(acc)
     out_f = get_format(out_fmt) if out_fmt is not None else f
     mode = _mode_code(rounding)
-    _require_add(a_fmt, "accumulation in", mode)
+    _require_add(a_fmt, "accumulation in")
     _require_mul(f, "matmul")
     rounded = _products_code(products)
     seed_v = _seed_value(seed, mode)
@@ -1199,13 +1184,15 @@ class SumStep:
     ``lost_bits``: when the sum had to be rounded, how many of the addend's significant bits lie
     below the accumulator's last place at the exact sum -- bits that could not be kept
     (``addend_bits`` of them: the addend was swamped when the sum did not change at all); 0 when
-    the sum is exact.
+    the sum is exact. Where ``partial`` or ``addend`` is inf or NaN (an input, or a partial sum
+    that overflowed) ``exact`` is their IEEE float sum, and ``error``, ``ulp`` and the bit
+    counts are 0.
     """
 
     step: int
     partial: float | None
     addend: float
-    exact: Fraction
+    exact: Fraction | float
     rounded: float
     error: Fraction
     ulp: Fraction
@@ -1218,6 +1205,10 @@ class SumStep:
 
     @property
     def note(self) -> str:
+        if not isinstance(self.exact, Fraction):
+            return "inf/nan"  # an infinite or NaN operand: IEEE arithmetic, no rounding
+        if not math.isfinite(self.rounded):
+            return "overflow"  # a finite sum beyond the accumulator's range
         if self.error == 0:
             return "exact"
         if self.partial is not None and self.rounded == self.partial and self.addend != 0:
@@ -1260,7 +1251,7 @@ class SumTrace(list):
                     str(s.step),
                     "" if s.partial is None else _num(s.partial),
                     _num(s.addend),
-                    _decimal(s.exact, 20),
+                    _decimal(s.exact, 20) if isinstance(s.exact, Fraction) else _num(s.exact),
                     _num(s.rounded),
                     f"{s.lost_bits} of {s.addend_bits}" if s.addend_bits else "-",
                     s.note,
@@ -1326,7 +1317,7 @@ def trace_sum(
     """
     a_fmt = get_format(acc)
     mode = _mode_code(rounding)
-    _require_add(a_fmt, "accumulation in", mode)
+    _require_add(a_fmt, "accumulation in")
     in_f = get_format(fmt) if fmt is not None else None
     out_f = get_format(out_fmt) if out_fmt is not None else (in_f or a_fmt)
     pairwise = _order_code(order, ("sequential", "pairwise"))
@@ -1348,6 +1339,12 @@ def trace_sum(
     counter = [0]
 
     def record(partial, addend, rounded):
+        if not (math.isfinite(addend) and (partial is None or math.isfinite(partial))):
+            # inf or NaN (an input, or a partial sum that overflowed): IEEE arithmetic
+            exact = addend + (partial if partial is not None else 0.0)
+            zero = Fraction(0)
+            steps.append(SumStep(len(steps), partial, addend, exact, rounded, zero, zero, 0, 0))
+            return
         exact = Fraction(addend) + (Fraction(partial) if partial is not None else 0)
         ex_finite = math.isfinite(rounded)
         quantum = _quantum(exact, a_fmt) if ex_finite else Fraction(0)
@@ -1364,10 +1361,8 @@ def trace_sum(
             SumStep(len(steps), partial, addend, exact, rounded, err, quantum, lost, nbits)
         )
 
-    from .kernels.arith_cpu import add_acc as add_rounded  # the kernels' accumulator addition
-
-    def add_acc(p, t):
-        r = add_rounded(p, t, *pa, mode, sub_i, sat_i, rand(2 * counter[0] + 1))
+    def add_acc(p, t):  # the kernels' accumulator addition, as plain Python
+        r = scalar.add_rounded(p, t, *pa, mode, sub_i, sat_i, rand(2 * counter[0] + 1))
         counter[0] += 1
         record(p, t, r)
         return r

@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from arith_oracle import ALL_MODES, MODES, op_oracle, reduce_reference, round_rational
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from oracle import same_bits
 
@@ -259,25 +259,142 @@ def test_div_exact_for_any_bias_with_up_to_9_exponent_bits():
                     oracle("div", (a, b), f, mode), f"div {mode}")  # fmt: skip
 
 
+# Formats whose largest values are spaced below float64's normal range (2^-1022): stochastic
+# rounding of a sum near max measures the distance past max in quanta that are float64
+# subnormals (scalar.pow2 builds only normal powers of two: a garbage quantum once gave NaN or
+# max/2 here).
+TINY_SPACING = [
+    fpsim.Format(5, 23, bias=1032),  # max (2 - 2^-23) 2^-1002, spacing 2^-1025, min_sub 2^-1054
+    fpsim.Format(5, 23, bias=1032, style="fn"),  # max (2 - 2^-22) 2^-1001, spacing 2^-1024
+    fpsim.Format(2, 1, bias=1074, style="fn"),  # max 2^-1071, spacing 2^-1072, min_sub 2^-1074
+    fpsim.Format(4, 10, bias=1060),  # max (2 - 2^-10) 2^-1046, spacing 2^-1056
+]
+
+
+def spacing_at_max(f):
+    return Fraction(2) ** (f.emax - f.man_bits)
+
+
+def near_max_pairs(f, n, rng):
+    """Values of the top two binades with small values whose last bit is 2^(emin - man_bits)
+    (odd fractions): sums that float64 cannot hold (TwoSum's error is not 0) near max."""
+    top = (1 << f.exp_bits) - 1 if f.style == "fn" else (1 << f.exp_bits) - 2
+    full = (1 << f.man_bits) - (2 if f.style == "fn" else 1)
+    big = [value(f, top - int(rng.integers(0, 2)), int(rng.integers(0, full + 1)))
+           for _ in range(n)]  # fmt: skip
+    odd = [value(f, int(rng.integers(0, 2)), int(rng.integers(0, 1 << f.man_bits)) | 1)
+           for _ in range(n)]  # fmt: skip
+    sign = np.where(rng.integers(0, 2, n) == 1, -1.0, 1.0)
+    return np.array(big) * sign, np.array(odd) * sign * np.where(rng.integers(0, 4, n), 1, -1)
+
+
+@pytest.mark.parametrize("f", TINY_SPACING, ids=str)
+def test_stochastic_sums_where_the_spacing_at_max_is_below_float64_normal_range(f):
+    assert spacing_at_max(f) < Fraction(2) ** -1022 and f.smallest_subnormal >= 2.0**-1074
+    rng = np.random.default_rng(8)
+    mx, ms, mn = f.max, f.smallest_subnormal, f.min_normal
+    # every pair of extremes, sums near max that float64 cannot hold, random values
+    grid = pairs(f, 2, "add")
+    big, odd = near_max_pairs(f, 200, rng)
+    a = np.concatenate([grid[0], big, [mx, -mx, mx], random_values(f, 200, rng)])
+    b = np.concatenate([grid[1], odd, [ms, -ms, -ms], random_values(f, 200, rng)])
+    for op in ("add", "sub"):
+        for mode in ALL_MODES:
+            for seed in (SEED, 7):
+                got = FN[op](a, b, f, rounding=mode, seed=seed)
+                assert_same(got, oracle(op, (a, b), f, mode, seed=seed), f"{op} {f} {mode}")
+            for kw in (dict(saturate=True), dict(subnormals=False)):
+                got = FN[op](a, b, f, rounding=mode, seed=SEED, **kw)
+                assert_same(got, oracle(op, (a, b), f, mode, **kw), f"{op} {f} {mode} {kw}")
+    # reductions with fp64 terms: any float64 next to f's values (sums float64 cannot hold, above
+    # max, below it, and beyond float64 itself)
+    terms = [ms, -ms, mn + ms, 2.0**-1074, -(2.0**-1073), 1.0, -1.0, F64_MAX, mx * (1 + 2.0**-40),
+             float(np.ldexp(3.0, f.emax - f.man_bits - 3)), -mx / 3, -mx]  # fmt: skip
+    rows = np.array([[mx, t] for t in terms] + [[-mx, -t] for t in terms]
+                    + [[t, mx] for t in terms])  # fmt: skip
+    # the stochastic path of an inexact sum (TwoSum's error not 0), beyond max and below it
+    # (format values with p <= 24 bits this close to 2^-1022 mostly add exactly in float64)
+    sums = [*zip(a, b, strict=True), *rows]
+    inexact = [scalar.two_sum(u, v)[1] != 0 for u, v in sums]
+    over = [abs(Fraction(u) + Fraction(v)) > Fraction(mx) for u, v in sums]
+    assert any(i and o for i, o in zip(inexact, over, strict=True))
+    if mx > 2.0**-1022:  # else every sum below max is a float64 subnormal: exact
+        assert any(i and not o for i, o in zip(inexact, over, strict=True))
+    stride = 2 * rows.shape[1] + 1  # rounding events per output row (arith.matmul's numbering)
+    for order in ("sequential", "pairwise"):
+        for mode in ALL_MODES:
+            got = arith.sum(rows, "fp64", acc=f, order=order, axis=-1, rounding=mode, seed=SEED,
+                            out_fmt="fp64")  # fmt: skip
+            for o, row in enumerate(rows):
+                rand = lambda r, o=o: scalar.random62(SEED, o * stride + r)  # noqa: E731
+                want = reduce_ieee([exact_term(v) for v in row], f, "fp64", order, mode, rand=rand)
+                assert same_bits(np.float64(got[o]), np.float64(want)), (order, mode, row)
+            for row in rows[::3]:
+                t = arith.trace_sum(row, acc=f, order=order, rounding=mode, seed=SEED)
+                rand = lambda r: scalar.random62(SEED, r)  # noqa: E731
+                want = reduce_ieee([exact_term(v) for v in row], f, f, order, mode, rand=rand)
+                assert same_bits(np.float64(t.result), np.float64(want)), (order, mode, row)
+                one = arith.sum(row, "fp64", acc=f, order=order, rounding=mode, seed=SEED,
+                                out_fmt=f)  # fmt: skip
+                assert same_bits(np.float64(t.result), np.float64(one))
+
+
+def binomial_ok(count, n, p):
+    """``count`` successes of n trials is within 5 standard deviations of n p."""
+    return abs(count - n * p) <= 5 * math.sqrt(n * p * (1 - p))
+
+
+def stochastic_up_probability(exact, f):
+    """fpsim's documented probability of rounding |exact| (above max) up: ceil(f 2^62) / 2^62,
+    f the fraction of a quantum past max, computed exactly."""
+    frac = (abs(exact) - Fraction(f.max)) / spacing_at_max(f)
+    assert 0 < frac < 1
+    return Fraction(math.ceil(frac * 2**62), 2**62)
+
+
 @pytest.mark.parametrize("style", ["ieee", "fn"])
-def test_stochastic_sums_refused_where_the_spacing_at_max_is_not_a_normal_float64(style):
-    # Format(5, 23, bias=1032): max ~ 2^-1000, spacing there 2^-1024; max + min_sub is max plus
-    # 2^-1031 / 2^-1024 = 1/128 of a quantum: stochastic rounding must give max with probability
-    # 127/128 (not always NaN / max/2, as a garbage float64 for 2^-1024 made it)
+def test_stochastic_overflow_frequency_where_the_spacing_at_max_is_below_float64_normal(style):
+    # Format(5, 23, bias=1032): spacing at max 2^-1025 (ieee) or 2^-1024 (fn), min_normal 2^-1031,
+    # min_sub 2^-1054. y = min_normal + min_sub lies 2^-6 + 2^-29 (ieee) or 2^-7 + 2^-30 (fn) of a
+    # quantum past max: stochastic rounding overflows (inf / NaN) with exactly that probability,
+    # else gives max (a garbage quantum made it NaN or max/2 every time).
     f = fpsim.Format(5, 23, bias=1032, style=style)
-    mx, ms = f.max, f.smallest_subnormal
-    for what, call in [
-        ("add/sub in", lambda **k: arith.add(mx, ms, f, **k)),
-        ("accumulation in", lambda **k: arith.sum([mx, ms], "fp64", acc=f, **k)),
-        ("accumulation in", lambda **k: arith.trace_sum([mx, ms], acc=f, **k)),
-    ]:
-        with pytest.raises(ValueError, match=f"stochastic {what} {f.name} is not supported"):
-            call(rounding="stochastic", seed=1)
-        for mode in MODES:  # every other mode is exact
-            r = call(rounding=mode)
-            r = r.result if isinstance(r, arith.SumTrace) else r
-            want = op_oracle("add", (mx, ms), f, mode)
-            assert same_bits(np.float64(r), np.float64(want)), (what, mode)
+    mx, mn, ms = f.max, f.min_normal, f.smallest_subnormal
+    y = mn + ms
+    p = stochastic_up_probability(Fraction(mx) + Fraction(y), f)
+    assert p == (Fraction(1, 64) + Fraction(1, 2**29) if style == "ieee"
+                 else Fraction(1, 128) + Fraction(1, 2**30))  # fmt: skip
+    ovf = math.inf if style == "ieee" else math.nan
+    # elementwise: 32 seeds, 2 x 2048 elements each (element i uses random62(seed, i))
+    n, ups = 0, 0
+    for seed in range(32):
+        for sign in (1.0, -1.0):
+            r = arith.add(np.full(2048, sign * mx), np.full(2048, sign * y), f,
+                          rounding="stochastic", seed=seed)  # fmt: skip
+            up = ~np.isfinite(r)
+            assert (r[~up] == sign * mx).all()
+            if style == "ieee":
+                assert (r[up] == sign * ovf).all()
+            n, ups = n + r.size, ups + int(up.sum())
+    assert binomial_ok(ups, n, float(p)), (ups, n, float(p))
+    # accumulation with fp64 terms, max + (2^-1031 + 2^-1074): float64 cannot hold the sum
+    t = 2.0**-1031 + 2.0**-1074
+    assert scalar.two_sum(mx, t)[1] != 0
+    p = stochastic_up_probability(Fraction(mx) + Fraction(t), f)
+    rows = np.tile([mx, t], (1 << 16, 1))
+    ups, n = 0, 0
+    for seed in (1, 2):
+        for order in ("sequential", "pairwise"):
+            r = arith.sum(rows, "fp64", acc=f, order=order, axis=-1, rounding="stochastic",
+                          seed=seed, out_fmt="fp64")  # fmt: skip
+            up = ~np.isfinite(r)
+            assert (r[~up] == mx).all()
+            n, ups = n + r.size, ups + int(up.sum())
+    assert binomial_ok(ups, n, float(p)), (ups, n, float(p))
+    # trace_sum, one seed at a time
+    traces = [arith.trace_sum([mx, t], acc=f, rounding="stochastic", seed=s) for s in range(3000)]
+    ups = sum(not math.isfinite(tr.result) for tr in traces)
+    assert binomial_ok(ups, 3000, float(p)), (ups, float(p))
 
 
 @pytest.mark.parametrize("order", ["sequential", "pairwise"])
@@ -328,6 +445,23 @@ def test_trace_sum_agrees_when_the_float64_sum_overflows():
     assert t.result == np.finfo(np.float32).max and t[0].rounded == np.finfo(np.float32).max
 
 
+@pytest.mark.parametrize("acc", ["fp32", "fp8_e4m3"])
+def test_trace_sum_goes_on_past_an_overflowed_partial_sum(acc):
+    # once a partial sum is inf (or NaN in a finite-only accumulator) the later steps are IEEE
+    # arithmetic on it; the trace records them (it used to fail converting inf to a Fraction)
+    for x in ([1e300, 1e300, 1.0, -math.inf, 2.0], [1e300, 1e300, 1.0, 2.0]):
+        for order in ("sequential", "pairwise"):
+            t = arith.trace_sum(x, acc=acc, order=order, out_fmt="fp64")
+            terms = [Fraction(v) if math.isfinite(v) else v for v in x]
+            want = reduce_ieee(terms, acc, "fp64", order, "nearest_even")
+            assert same_bits(np.float64(t.result), np.float64(want)), (x, order)
+            total = arith.sum(x, "fp64", acc=acc, order=order)
+            assert same_bits(np.float64(t.result), np.float64(total)), (x, order)
+            notes = [s.note for s in t]
+            assert "overflow" in notes and "inf/nan" in notes, (x, order, notes)
+            assert "inf/nan" in str(t)  # the table prints
+
+
 # ---- B. property: every format, value, op and mode: exact, or a justified refusal --------------
 def legal_bias(e, m, style):
     """The biases Format accepts: emax <= 1023 and smallest subnormal >= 2^-1074."""
@@ -352,14 +486,12 @@ def formats(draw):
     return fpsim.Format(e, m, bias=bias, style=style)
 
 
-def float64_witness(f, op, mode=None):
+def float64_witness(f, op):
     """Why ``op`` in ``f`` cannot go through float64, shown on two extreme values with exact
-    rational arithmetic (None when no such witness exists): the refusal's justification."""
+    rational arithmetic (None when no such witness exists): the refusal's justification. The
+    same in every rounding mode (stochastic included: a quantum below 2^-1022 is no reason)."""
     ms, mx = Fraction(f.smallest_subnormal), Fraction(f.max)
     tiny = Fraction(2) ** -1022
-    spacing_at_max = Fraction(2) ** (f.emax - f.man_bits)
-    if mode == "stochastic" and op in ("add", "sub", "fma", "acc") and spacing_at_max < tiny:
-        return "stochastic overflow needs the spacing at max as a normal float64"
     if op in ("mul", "fma", "matmul"):
         if f.smallest_subnormal * f.smallest_subnormal != ms * ms:
             return "min_sub^2 is not exact in float64"
@@ -423,6 +555,8 @@ def test_accepted_exponent_ranges_are_exactly_the_documented_ones(op):
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(formats(), st.sampled_from(list(FN)), st.sampled_from(ALL_MODES), st.integers(0, 2**32),
        st.booleans())  # fmt: skip
+@example(TINY_SPACING[1], "add", "stochastic", 3, False)  # spacing 2^-1024 at max
+@example(TINY_SPACING[0], "sub", "stochastic", 5, False)
 def test_every_format_value_op_and_mode_is_exact_or_refused(f, op, mode, seed, flags):
     rng = np.random.default_rng(seed)
     # every pair of extreme values (min_sub * min_sub, max / min_sub, max + max, ...; fma: with
@@ -435,7 +569,7 @@ def test_every_format_value_op_and_mode_is_exact_or_refused(f, op, mode, seed, f
     if op == "sqrt":
         args[0] = np.abs(args[0])
     kw = dict(subnormals=not flags, saturate=flags) if mode != "stochastic" else {}
-    witness = float64_witness(f, op) or float64_witness(f, op, mode)
+    witness = float64_witness(f, op)
     try:
         got = FN[op](*args, f, rounding=mode, seed=seed, **kw)
     except ValueError as exc:
@@ -510,6 +644,9 @@ def exact_term(x, y=1.0):
 @given(formats(), formats(), st.sampled_from(MODES + ["stochastic"]), st.integers(0, 2**32),
        st.sampled_from(["sequential", "pairwise"]), st.sampled_from(["exact", "rounded"]),
        st.integers(1, 9))  # fmt: skip
+@example(fpsim.Format(5, 10), TINY_SPACING[1], "stochastic", 11, "sequential", "exact", 5)
+@example(fpsim.Format(5, 10), TINY_SPACING[0], "stochastic", 12, "pairwise", "rounded", 7)
+@example(TINY_SPACING[1], TINY_SPACING[0], "stochastic", 13, "sequential", "exact", 9)
 def test_reductions_every_format_exact_or_refused(f, acc, mode, seed, order, products, K):
     rng = np.random.default_rng(seed)
     a = np.concatenate([extremes(f), random_values(f, K, rng)])[rng.permutation(K + 17)][:K]
@@ -518,7 +655,7 @@ def test_reductions_every_format_exact_or_refused(f, acc, mode, seed, order, pro
     # max + max (sum), then back toward the range
     big = np.array([f.max, f.max, -f.max, f.max])
     rand = lambda r: scalar.random62(seed, r)  # noqa: E731  (output 0: index r)
-    dot_ok = float64_witness(f, "matmul") is None and float64_witness(acc, "acc", mode) is None
+    dot_ok = float64_witness(f, "matmul") is None and float64_witness(acc, "acc") is None
     for x, y in [(a, b), (big, big[::-1] * np.sign(big[::-1]))]:
         try:
             got = arith.dot(x, y, f, acc=acc, order=order, products=products, rounding=mode,
@@ -530,7 +667,7 @@ def test_reductions_every_format_exact_or_refused(f, acc, mode, seed, order, pro
         terms = [exact_term(u, v) for u, v in zip(x, y, strict=True)]
         want = reduce_ieee(terms, acc, "fp64", order, mode, products == "rounded", rand)
         assert same_bits(np.float64(got), np.float64(want)), (x, y, got, want)
-    sum_ok = float64_witness(acc, "acc", mode) is None
+    sum_ok = float64_witness(acc, "acc") is None
     for x in (a, big):
         try:
             got = arith.sum(x, f, acc=acc, order=order, rounding=mode, seed=seed, out_fmt="fp64")

@@ -26,21 +26,20 @@ per element, which go through ``scalar.convert``. Both paths are tested against 
 arithmetic.
 
 Accumulators. A partial sum and a term are float64s whose exact sum can lie beyond float64
-(terms of fp64 inputs, products near 2^1024) while still being finite: :func:`add_acc` replaces
-the float64 sum's inf by ``±F64_MAX``, a correct stand-in because every accumulator fpsim
-accepts (other than binary64, which ``scalar.add_rounded`` handles itself) has values below
-2^1023: both overflow it in every mode. The nearest-even fast path needs no such care -- there
-an overflow and an infinite input round alike (to inf, or NaN in a finite-only format) --
-except when an IEEE-style accumulator saturates: an overflow must give max but an inf input
-stays inf, so that case takes the general path.
+(terms of fp64 inputs, products near 2^1024) while still being finite: ``scalar.add_rounded``
+then rounds ``±F64_MAX`` in place of the float64 sum's inf, a correct stand-in because every
+accumulator fpsim accepts (other than binary64, which ``add_rounded`` handles through
+``scalar.add_float64``) has values below 2^1023: both overflow it in every mode. The
+nearest-even fast path needs no such care -- there an overflow and an infinite input round
+alike (to inf, or NaN in a finite-only format) -- except when an IEEE-style accumulator
+saturates: an overflow must give max but an inf input stays inf, so that case takes the general
+path.
 
 Stochastic rounding draws ``scalar.random62(seed, index)`` with a documented index per rounding
 (see :func:`matmul`), identical on the CPU, the GPU and the pure-Python reference.
 
 All kernels take float32 or float64 arrays (one dtype per call); they compute in float64.
 """
-
-import math
 
 import numpy as np
 from numba import njit, prange
@@ -283,27 +282,6 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
 
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
-@register_jitable
-def add_acc(x, y, acc_e, acc_m, acc_b, acc_fn, mode, subnormals, saturate, rand62):
-    """``x + y`` (float64s: partial sums and terms) correctly rounded to the accumulator format:
-    ``scalar.add_rounded``, also where the float64 sum overflows though ``x + y`` is finite.
-
-    two_sum is exact unless ``fl64(x + y)`` overflows; then ``|x + y| >= 2^1024 - 2^970``. An
-    accumulator other than binary64 has ``emax <= 1022`` (``fpsim.arith`` requires it), so its
-    largest value plus one quantum is at most 2^1023: the exact sum overflows it in every mode
-    -- to inf/NaN, or to ``±max`` rounding toward zero or when saturating -- exactly as the
-    float64 ``±F64_MAX`` does, which is what is rounded instead (a float64 inf would stay inf
-    even where the mode asks for max). binary64 itself handles its own overflow.
-    """
-    s = x + y
-    if acc_m < 52 and math.isinf(s) and math.isfinite(x) and math.isfinite(y):
-        return scalar.round_value(
-            math.copysign(scalar.F64_MAX, s), acc_e, acc_m, acc_b, acc_fn, mode, subnormals,
-            saturate, rand62,
-        )  # fmt: skip
-    return scalar.add_rounded(x, y, acc_e, acc_m, acc_b, acc_fn, mode, subnormals, saturate, rand62)
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def _matmul_row(
     A, B, out, bi, i, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, out_fn,
@@ -366,7 +344,9 @@ def _matmul_row(
                 for j in range(m):
                     r = (base + j) * stride + 2 * k + 1
                     rand = scalar.random62(seed, r) if stoch else 0
-                    S[j] = add_acc(S[j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+                    S[j] = scalar.add_rounded(
+                        S[j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                    )
             cnt = k + 1
         else:
             # 2b. Pairwise, as a binary counter: term k enters level 0; while the level holds a
@@ -383,7 +363,7 @@ def _matmul_row(
                         rand = (
                             scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
                         )
-                        T[j] = add_acc(
+                        T[j] = scalar.add_rounded(
                             stack[lvl, j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
                         )  # fmt: skip
                 cnt += 1
@@ -407,7 +387,7 @@ def _matmul_row(
                         rand = (
                             scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
                         )
-                        S[j] = add_acc(
+                        S[j] = scalar.add_rounded(
                             stack[lvl, j], S[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
                         )  # fmt: skip
                     cnt += 1

@@ -6,10 +6,9 @@ kernels (:mod:`fpsim.kernels.arith_cpu`), with the same contracts and results bi
 * ``_check_kernel``: counts the elements that are not values of a format (atomic add).
 * ``_matmul_kernel``: one thread per output element ``out[b, i, j]``, reducing over k in the
   documented sequential or pairwise order (a 64-entry local stack for pairwise), every partial
-  sum rounded to the accumulator with ``_add_acc`` (``scalar.add_rounded``, with the float64
-  overflow of a finite sum handled as :func:`fpsim.kernels.arith_cpu.add_acc` does), then one
-  final rounding. ``sum`` and ``dot`` use it with a column of ones or single rows, as on the
-  CPU; no terms (K = 0) give +0.0.
+  sum rounded to the accumulator with ``scalar.add_rounded`` (which also rounds a finite sum
+  whose float64 overflows correctly), then one final rounding. ``sum`` and ``dot`` use it with
+  a column of ones or single rows, as on the CPU; no terms (K = 0) give +0.0.
 
 Every rounding here is the general ``scalar.convert`` (through ``round_value``): the CPU's
 branch-free nearest-even shortcut, and its limit to formats with a bias of at most 1023, do not
@@ -52,9 +51,7 @@ libdevice = None
 _arith_op = None
 _round_value = None
 _add_rounded = None
-_add_acc = None
 _random62 = None
-_F64_MAX = scalar.F64_MAX
 
 
 # ---- kernels (plain Python until _kernels() hands them to cuda.jit) ----------------------------
@@ -64,17 +61,6 @@ def _ew_kernel(op, a, sa, b, sb, c, sc, out, fmt_e, fmt_m, fmt_b, fmt_fn, mode, 
         rand = _random62(seed, i) if mode == scalar.STOCHASTIC else 0
         out[i] = _arith_op(op, np.float64(a[i * sa]), np.float64(b[i * sb]), np.float64(c[i * sc]),
                            fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat, rand)  # fmt: skip
-
-
-def _add_acc_device(x, y, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand):
-    """``x + y`` rounded to the accumulator: ``arith_cpu.add_acc`` on the GPU (see there). A
-    finite sum whose float64 overflows lies beyond every accumulator but binary64 in every
-    mode, like ``±F64_MAX``: that is rounded instead of the float64 inf."""
-    s = x + y
-    if acc_m < 52 and math.isinf(s) and math.isfinite(x) and math.isfinite(y):
-        return _round_value(math.copysign(_F64_MAX, s), acc_e, acc_m, acc_b, acc_fn, mode, subn,
-                            sat, rand)  # fmt: skip
-    return _add_rounded(x, y, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
 
 
 def _check_kernel(x, fmt_e, fmt_m, fmt_b, fmt_fn, bad):
@@ -123,13 +109,14 @@ def _matmul_kernel(A, B, out, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, 
             if k == 0:  # the first term is rounded to the accumulator alone
                 s = _round_value(t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
             else:
-                s = _add_acc(s, t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+                s = _add_rounded(s, t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
         else:
             lvl = 0
             c = k
             while c & 1:
                 rand = _random62(seed, base + 2 * cnt + 1) if stoch else 0
-                t = _add_acc(stack[lvl], t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+                t = _add_rounded(stack[lvl], t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat,
+                                 rand)  # fmt: skip
                 cnt += 1
                 c >>= 1
                 lvl += 1
@@ -143,8 +130,8 @@ def _matmul_kernel(A, B, out, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, 
                     have = True
                 else:
                     rand = _random62(seed, base + 2 * cnt + 1) if stoch else 0
-                    s = _add_acc(stack[lvl], s, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat,
-                                 rand)  # fmt: skip
+                    s = _add_rounded(stack[lvl], s, acc_e, acc_m, acc_b, acc_fn, mode, subn,
+                                     sat, rand)  # fmt: skip
                     cnt += 1
         if K == 1 and not rounded:
             rand = _random62(seed, base + 1) if stoch else 0
@@ -195,7 +182,7 @@ _lock = threading.Lock()
 
 def _kernels() -> dict:
     """The cuda.jit dispatchers, made (not yet compiled) on first use."""
-    global _compiled, cuda, libdevice, _arith_op, _round_value, _add_rounded, _add_acc, _random62
+    global _compiled, cuda, libdevice, _arith_op, _round_value, _add_rounded, _random62
     with _lock:
         if _compiled is None:
             from .cuda import _numba_cuda, _simulated
@@ -212,9 +199,6 @@ def _kernels() -> dict:
             _round_value = twins["round_value"]
             _add_rounded = twins["add_rounded"]
             _random62 = twins["random62"]
-            _add_acc = (
-                _add_acc_device if simulated else numba_cuda.jit(device=True)(_add_acc_device)
-            )
             _compiled = {
                 "ew": numba_cuda.jit(cache=True)(_ew_kernel),
                 "check": numba_cuda.jit(cache=True)(_check_kernel),

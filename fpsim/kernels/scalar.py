@@ -702,7 +702,11 @@ def round_sum_stochastic(s, err, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, satura
     #     float64 part |s| - |lo| is exact (Sterbenz), the remainder err keeps its exact value.
     d = abs(s) - abs(lo)
     e = err if s > 0.0 else -err
-    q = pow2(g)
+    # The quantum 2^g as a float64. g >= -1074 (the format's values are float64s), but pow2
+    # builds only normal powers: below 2^-1022 (a format whose largest values are spaced that
+    # finely, e.g. Format(5, 23, bias=1032)) multiply two normal ones -- exact, the product
+    # being the float64 subnormal 2^g.
+    q = pow2(g) if g >= -1022 else pow2(g + 64) * pow2(-64)
     if overflow and (d > q or (d == q and e >= 0.0)):
         up = True  # at or beyond max + quantum: every choice overflows
     else:
@@ -790,12 +794,25 @@ def add_float64(a, b, mode, saturate, rand62):
 @register_jitable
 def add_rounded(x, y, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
     """``x + y`` (any two float64s) correctly rounded to the format: one rounding of the exact
-    sum, in every mode. The format needs precision <= 51 bits, or must be binary64 itself."""
+    sum, in every mode. The format needs precision <= 51 bits and a largest exponent <= 1022,
+    or must be binary64 itself."""
     if fmt_m >= 52:
         r = add_float64(x, y, mode, saturate, rand62)
         # exact for a binary64 value; applies flush-to-zero
         return round_value(r, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, 0)
     s, err = two_sum(x, y)
+    if math.isinf(s) and math.isfinite(x) and math.isfinite(y):
+        # A finite sum beyond float64 (accumulators: fp64 terms, products near 2^1024): then
+        # |x + y| >= 2^1024 - 2^970, beyond max + one quantum <= 2^1023 (emax <= 1022), so it
+        # overflows in every mode -- to inf/NaN, or to max when rounding toward zero, in the
+        # directed mode pointing back to zero (IEEE 754 7.4), or saturating; stochastic
+        # rounding, a quantum or more past max, goes up for sure. F64_MAX, also beyond
+        # max + quantum, rounds to the same result in every mode; inf would not (it stays inf
+        # where max is due).
+        return round_value(
+            math.copysign(F64_MAX, s), fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate,
+            rand62,
+        )  # fmt: skip
     if s == 0.0:
         s = zero_sum(x, y, mode)
     if mode == STOCHASTIC and ((err > 0.0) | (err < 0.0)):

@@ -212,3 +212,36 @@ def test_device_empty_reductions_are_numpy_shaped_and_positive_zero():
         assert rows.shape == (3,) and (rows == 0).all() and not np.signbit(rows).any()
         none = host(arith.sum(cuda.to_device(np.zeros((0, 3))), "fp16", axis=-1, order=order))
         assert none.shape == (0,)
+
+
+def test_device_stochastic_sums_with_spacing_below_float64_normal_range():
+    # Format(5, 23, bias=1032, fn): spacing 2^-1024 at max, a float64 subnormal; max + min_sub
+    # and max + min_normal + min_sub lie 2^-30 and 2^-7 + 2^-30 of a quantum past max, sums that
+    # float64 cannot hold: stochastic rounding must overflow (NaN) with that probability
+    f = fpsim.Format(5, 23, bias=1032, style="fn")
+    mx, ms, mn = f.max, f.smallest_subnormal, f.min_normal
+    x = np.array([mx, mx, -mx, mx, mx / 2, 3 * ms, mx, -mx] * 4)
+    y = np.array([ms, mn + ms, -(mn + ms), -ms, mn + ms, mx, 3 * ms, mx] * 4)
+    from fpsim.kernels import scalar
+
+    for mode in MODES:
+        got = host(arith.add(cuda.to_device(x), cuda.to_device(y), f, rounding=mode, seed=SEED))
+        assert same_bits(got, arith.add(x, y, f, rounding=mode, seed=SEED)), mode
+        r = [scalar.random62(SEED, i) if mode == "stochastic" else 0 for i in range(x.size)]
+        want = [op_oracle("add", (u, v), f, mode, rand62=r[i])
+                for i, (u, v) in enumerate(zip(x, y, strict=True))]  # fmt: skip
+        assert same_bits(got, want), mode
+    # accumulation of fp64 terms in that format, rows reduced on the device
+    rows = np.array([[mx, 2.0**-1031 + 2.0**-1074], [mx, 1.0], [-mx, -(2.0**-1074)],
+                     [2.0**-1074, mx], [1.0, mx / 3], [mx / 3, mx]] * 3)  # fmt: skip
+    for order in ("sequential", "pairwise"):
+        for mode in MODES:
+            got = arith.sum(cuda.to_device(rows), "fp64", acc=f, order=order, axis=-1,
+                            rounding=mode, seed=SEED, out_fmt=f)  # fmt: skip
+            want = arith.sum(rows, "fp64", acc=f, order=order, axis=-1, rounding=mode, seed=SEED,
+                             out_fmt=f)  # fmt: skip
+            assert same_bits(host(got), want), (order, mode)
+            for o, row in enumerate(rows):
+                rand = lambda r, o=o: scalar.random62(SEED, o * 5 + r)  # noqa: E731
+                assert same_bits(want[o], reduce_reference(list(row), f, f, order, mode,
+                                                           rand=rand)), (order, mode, o)  # fmt: skip
