@@ -502,3 +502,25 @@ def test_parse_number_specials_and_errors():
     for bad in ("", "abc", "1/0", "0.1.2", "2**999999999", "1e"):
         with pytest.raises(ValueError, match="not a number"):
             fi.parse_number(bad)
+
+
+@pytest.mark.parametrize("f", [fpsim.fp16, fpsim.bf16, fpsim.fp8_e4m3, fpsim.tf32, fpsim.Format(3, 2),
+                               fpsim.Format(6, 9, bias=20)], ids=str)  # fmt: skip
+@pytest.mark.parametrize("container", [np.float32, np.float64])
+def test_encode_kernel_contract_fast_equals_general(f, container):
+    """convert_array writes the same two's-complement code readings (full-width int64 dst) on
+    its branch-free encode path as the general pure-Python convert."""
+    from fpsim.kernels import cpu, python
+
+    if not f.fits_in(container):
+        return
+    x = _values(f, container, 5)
+    it = np.int32 if container == np.float32 else np.int64
+    c = (8, 23, 127, 0) if container == np.float32 else (11, 52, 1023, 0)
+    lay = (f.exp_bits, f.man_bits, f.bias, int(f.style == "fn"))
+    params = c + lay + lay + (0, 1, 0, 0)
+    src = x.view(it)
+    fast, general = np.empty(x.size, np.int64), np.empty(x.size, np.int64)
+    cpu.convert_array(src, fast, params)
+    python.convert_array(src, general, params)
+    assert (fast == general).all()

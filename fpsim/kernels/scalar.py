@@ -318,10 +318,11 @@ def round_nearest_even_same_range(bits, c_e, c_m, fmt_m):
 
 @register_jitable
 def container_to_code(r, c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn):
-    """The format's code (unsigned, sign in bit ``fmt_e + fmt_m``) of the container pattern
-    ``r`` of a value already rounded to the format, such as :func:`round_nearest_even_bits`
-    returns; branch-free, so that encoding vectorises like rounding. Valid where
-    :func:`nearest_even_fast_ok` holds (the format's exponents lie within the container's).
+    """The format's code (its two's-complement reading, as :func:`pack` writes it) of the
+    container pattern ``r`` of a value already rounded to the format, such as
+    :func:`round_nearest_even_bits` returns; branch-free, so that encoding vectorises like
+    rounding. Valid where :func:`nearest_even_fast_ok` holds (the format's exponents lie within
+    the container's).
     """
     # 1. The container fields; sig has the implicit bit, e_c is the exponent of that bit.
     mag = r & ((1 << (c_e + c_m)) - 1)
@@ -344,7 +345,8 @@ def container_to_code(r, c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn):
     code = 0 if mag == 0 else code
     code = inf_code if mag == c_inf else code
     code = nan_code if mag > c_inf else code
-    return (sign << (fmt_e + fmt_m)) | code
+    # The two's-complement reading of the code, as pack writes it (the sign bit weighs -2^width).
+    return code - (sign << (fmt_e + fmt_m))
 
 
 @register_jitable
