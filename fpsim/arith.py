@@ -298,6 +298,13 @@ def _as_array(x: Any, name: str) -> tuple[np.ndarray, bool]:
         return _as_container(x)
     except TypeError as exc:
         raise TypeError(f"{name}: {exc}") from None
+    except ValueError:
+        # an integer or fraction float64 cannot hold: no format value is such a number
+        raise ValueError(
+            f"{name} holds a number that is not a value of any format (no float64 holds it "
+            "exactly, e.g. an integer beyond 2^53 or 1/3); round it first with "
+            "fpsim.round_to(x, fmt), or pass round_inputs=True"
+        ) from None
 
 
 def _check_values(arr: np.ndarray, f: Format, name: str) -> None:
@@ -322,11 +329,25 @@ def _check_values(arr: np.ndarray, f: Format, name: str) -> None:
     )
 
 
+def _is_exact_input(x: Any) -> bool:
+    """Input whose exact value float64 may not hold: Python/numpy integers, Fraction, Decimal,
+    integer arrays."""
+    if isinstance(x, (bool, np.bool_)):
+        return False
+    if isinstance(x, (numbers.Integral, Fraction, decimal.Decimal)):
+        return True
+    return isinstance(x, np.ndarray) and x.dtype.kind in "iu"
+
+
 def _operand(
     x: Any, name: str, f: Format, round_inputs: bool, check: bool = True
 ) -> tuple[np.ndarray, bool]:
     """One operand as a float32/float64 array, checked to hold values of ``f`` (or rounded to
     ``f`` when ``round_inputs``); also whether it was a scalar."""
+    if round_inputs and _is_exact_input(x):
+        # integers beyond 2^53, Fraction, Decimal: rounded once from their exact value (through
+        # float64 they would be rounded twice)
+        return np.asarray(round_to(x, f), dtype=np.float64), np.ndim(x) == 0
     arr, is_scalar = _as_array(x, name)
     if round_inputs:
         src = arr if f.fits_in(arr.dtype) else arr.astype(np.float64)

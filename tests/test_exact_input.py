@@ -524,3 +524,19 @@ def test_encode_kernel_contract_fast_equals_general(f, container):
     cpu.convert_array(src, fast, params)
     python.convert_array(src, general, params)
     assert (fast == general).all()
+
+
+def test_arith_operands_are_read_exactly():
+    from fpsim import arith
+
+    # round_inputs rounds the exact integer once: 2^60 + 2^37 in fp32 (by hand, as above)
+    assert arith.add(2**60 + 2**36 + 1, 0.0, "fp32", round_inputs=True) == 2**60 + 2**37
+    assert arith.mul(Fraction(1, 3), 3, "fp16", round_inputs=True) == float(
+        round_rational(3 * Fraction(round_rational(Fraction(1, 3), "fp16")), "fp16")
+    )
+    arr = np.array([2**60 + 2**36 + 1, 1], dtype=np.int64)
+    assert arith.add(arr, 0.0, "fp32", round_inputs=True).tolist() == [2**60 + 2**37, 1.0]
+    # without round_inputs such an operand is refused, not silently rounded through float64
+    for bad in (2**60 + 1, Fraction(1, 3), arr):
+        with pytest.raises(ValueError, match="not a value of any format"):
+            arith.add(bad, 0.0, "fp32")
