@@ -14,6 +14,7 @@ from .autograd import (
     arange,
     cat,
     enable_grad,
+    from_numpy,
     full,
     is_grad_enabled,
     manual_seed,
@@ -52,6 +53,7 @@ from .formats import (
     tf32,
 )
 from .inspect import Fields, all_values, compare, explain, fields
+from .serialization import load, save
 
 __version__ = "0.1.0"
 
@@ -102,6 +104,7 @@ __all__ = [
     "Tensor",
     "Function",
     "tensor",
+    "from_numpy",
     "zeros",
     "ones",
     "full",
@@ -119,4 +122,6 @@ __all__ = [
     "set_grad_enabled",
     "is_grad_enabled",
     "matmul_accumulation",
+    "save",
+    "load",
 ]

@@ -77,7 +77,8 @@ class Parameter(Tensor):
     """
 
     def __init__(self, data: Any = None, format: FormatLike | None = None, requires_grad=True):
-        Tensor.__init__(self, np.zeros(0) if data is None else data, format)
+        empty = np.zeros(0, np.float32)  # torch's Parameter(): an empty fp32 tensor
+        Tensor.__init__(self, empty if data is None else data, format)
         if requires_grad:
             self.requires_grad_(True)
 
@@ -213,6 +214,7 @@ class Module:
                 p.grad = None
             elif p.grad is not None:
                 p.grad.data[...] = 0
+                p.grad._bump_version()  # PyTorch's grad.zero_() counts a version
 
     # ---- formats -----------------------------------------------------------------------------
     def to(self, fmt: FormatLike) -> Module:
@@ -273,6 +275,7 @@ class Module:
                     f"the shape in current model is {t.shape}"
                 )
             t.data[...] = arr if t.format is None else to_format(arr, t.format)
+            t._bump_version()  # PyTorch loads with param.copy_(...), which counts
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- calling -----------------------------------------------------------------------------
@@ -353,6 +356,7 @@ def _fill(t: Tensor, values: np.ndarray) -> Tensor:
     """Write float64 samples into ``t``, rounded once to its format (no graph)."""
     with no_grad():
         t.data[...] = to_format(values, t.format)
+    t._bump_version()  # PyTorch's init functions are in-place ops (uniform_, normal_, ...)
     return t
 
 
@@ -695,3 +699,7 @@ class BCEWithLogitsLoss(_Loss):
 class BCELoss(_Loss):
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, self.reduction)
+
+
+# `nn.utils.clip_grad_norm_`, PyTorch's path (a module of its own: it imports fpsim.optim).
+from . import nn_utils as utils  # noqa: E402,F401

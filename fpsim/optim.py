@@ -110,6 +110,7 @@ class Optimizer:
                     p.grad = None
                 elif p.grad is not None:
                     p.grad.data[...] = 0
+                    p.grad._bump_version()  # PyTorch's grad.zero_() counts a version
 
     # ---- where each parameter's arithmetic happens -------------------------------------------
     def _uses_master(self, p: Tensor) -> bool:
@@ -128,10 +129,19 @@ class Optimizer:
         dt = _info(p.format).math
         return p.data.astype(dt, copy=False), p.grad.data.astype(dt, copy=False), p.format
 
-    def _store(self, p: Tensor, state: dict, w: np.ndarray) -> None:
+    def _store(self, p: Tensor, state: dict, w: np.ndarray, writes: int = 1) -> None:
+        """Write the new weights into ``p`` and count ``writes`` versions: PyTorch updates a
+        parameter with in-place ops (``add_``; AdamW's decay ``mul_`` and then ``addcdiv_``),
+        so a graph that kept the old weights refuses a backward after the step."""
         if self._uses_master(p):
             state["master"][...] = w
         p.data[...] = to_format(w, p.format)
+        for _ in range(writes):
+            p._bump_version()
+
+    def _param_writes(self, group: dict) -> int:
+        """How many in-place ops PyTorch's step applies to each parameter of ``group``."""
+        return 1
 
     # ---- step --------------------------------------------------------------------------------
     @no_grad()
@@ -150,7 +160,7 @@ class Optimizer:
                 w, g, sfmt = self._load(p, state)
                 with np.errstate(all="ignore"):
                     w = self._update(w, g, state, group, sfmt)
-                self._store(p, state, w)
+                self._store(p, state, w, self._param_writes(group))
         return loss
 
     def _update(self, w, g, state, group, sfmt):  # pragma: no cover - abstract
@@ -282,6 +292,9 @@ class Adam(Optimizer):
 
     _decoupled = False
 
+    def _param_writes(self, group: dict) -> int:
+        return 2 if self._decoupled and group["weight_decay"] != 0 else 1
+
     def __init__(
         self,
         params,
@@ -374,7 +387,7 @@ def clip_grad_norm_(
     ``max_norm``; return the total norm (before clipping), PyTorch's semantics::
 
         total = norm([norm(g) for g in grads])      # each norm in its gradient's format
-        coef = min(max_norm / (total + 1e-6), 1)    # in the total's format
+        coef = min(max_norm * (1 / (total + 1e-6)), 1)   # in the total's format
         g *= coef                                   # every gradient, rounded to its format
 
     Norms accumulate in fp32 (float64 for fp64 gradients) and round once to the format.
@@ -409,9 +422,16 @@ def clip_grad_norm_(
             "non-finite norm anyway, set `error_if_nonfinite=False`"
         )
     m = _info(tfmt).math
-    coef = to_format(m.type(max_norm) / to_format(total.astype(m) + m.type(1e-6), tfmt), tfmt)
+    # PyTorch computes max_norm / (total + 1e-6) as reciprocal(total + 1e-6) * max_norm: two
+    # roundings, which differ from one division in the last bit (grads [6, 8], max_norm 5).
+    recip = to_format(m.type(1) / to_format(total.astype(m) + m.type(1e-6), tfmt), tfmt)
+    coef = to_format(recip.astype(m) * m.type(max_norm), tfmt)
     coef = np.minimum(coef, np.ones((), coef.dtype))
     for g in grads:
         gm = _info(g.format).math
         g.data[...] = to_format(g.data.astype(gm) * coef.astype(gm), g.format)
+        g._bump_version()  # PyTorch's _foreach_mul_ counts one, also when coef is 1
     return Tensor._make(np.asarray(total), tfmt)
+
+
+from . import lr_scheduler  # noqa: E402,F401  (fpsim.optim.lr_scheduler, as in torch.optim)

@@ -133,7 +133,7 @@ def _real_values(x: Any) -> np.ndarray:
     if isinstance(x, np.ma.MaskedArray):
         x = x.compressed()  # masked entries are not data (often a fill value, or garbage)
     elif hasattr(x, "numpy") and callable(x.numpy):  # fpsim / torch tensors
-        x = x.numpy()
+        x = (x.detach() if hasattr(x, "detach") else x).numpy()  # numpy() refuses grad
     a = np.asarray(x)  # np.matrix becomes a plain ndarray here
     dt = a.dtype
     if dt.kind == "V" and dt.names is None and getattr(dt.type, "__module__", "") == "ml_dtypes":
@@ -529,6 +529,17 @@ class GradientRecorder:
 
         from . import nn
 
+        if not isinstance(model, nn.Module):
+            # Refused here: a torch module has named_modules() too and would fail much later.
+            # Recognised by its classes' modules, without importing torch.
+            kind = f"{type(model).__module__}.{type(model).__qualname__}"
+            msg = f"GradientRecorder records fpsim models (fpsim.nn.Module), got {kind}"
+            if any(c.__module__.split(".")[0] == "torch" for c in type(model).__mro__):
+                msg += (
+                    ", a PyTorch model. PyTorch models will be supported by the PyTorch bridge "
+                    "fpsim.torch (planned); for now, build the model with fpsim.nn"
+                )
+            raise TypeError(msg)
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every!r}")
         self.model = model
@@ -677,6 +688,7 @@ class GradientRecorder:
         )
         for pname, p in self._ref.named_parameters():
             p.data[...] = source[pname].data
+            p._bump_version()  # PyTorch's p.copy_(...): a graph that kept the old ones refuses
             p.grad = None
         x, y = batch
         x = x if isinstance(x, Tensor) else tensor(x)

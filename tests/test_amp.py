@@ -863,7 +863,7 @@ def test_scale_nested_outputs_and_weak_scale():
     out = s.scale([a, (b, [a])])
     assert isinstance(out, list) and isinstance(out[1], tuple) and isinstance(out[1][1], list)
     assert out[0].item() == 4.0 and out[1][0].data.tolist() == [8.0]
-    assert out[1][0].format == fp16  # the scale is a weak float32 number: fp16 stays fp16
+    assert out[1][0].format == fp16  # a 0-dim fp32 scale: a dimensioned fp16 stays fp16
     assert list(s.scale(iter([a])))[0].item() == 4.0  # other iterables: a lazy map
     big = fpsim.tensor([2.0**14], format="fp16")
     assert not np.isfinite(GradScaler().scale(big).item())  # fp16 overflow, as in PyTorch

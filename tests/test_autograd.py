@@ -543,9 +543,9 @@ def test_dispatch_policy_casts_inputs_before_the_op():
             raise RuntimeError("unsafe to autocast")
         return args
 
-    x = tensor(r64(4, 3, seed=0), requires_grad=True)
-    w = tensor(r64(2, 3, seed=1), requires_grad=True)
-    b = tensor(r64(2, seed=2), requires_grad=True)
+    x = tensor(r64(4, 3, seed=0), "fp32", requires_grad=True)  # (float64 data: fp64 otherwise)
+    w = tensor(r64(2, 3, seed=1), "fp32", requires_grad=True)
+    b = tensor(r64(2, seed=2), "fp32", requires_grad=True)
     prev = set_dispatch_policy(policy)
     try:
         y = F.linear(x, w, b)

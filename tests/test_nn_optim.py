@@ -98,9 +98,9 @@ def test_forward_hooks():
     m = nn.MLP([2, 3, 1], seed=0)
     seen = []
     h = m[1].register_forward_hook(lambda mod, inp, out: seen.append(out.format.name))
-    m(tensor(np.ones((4, 2))))
+    m(tensor(np.ones((4, 2), np.float32)))
     h.remove()
-    m(tensor(np.ones((4, 2))))
+    m(tensor(np.ones((4, 2), np.float32)))
     assert seen == ["fp32"]
 
 

@@ -146,7 +146,7 @@ def _train_steps(make_scaler, patterns, torch_side):
         scaler.update()
         scales.append(float(scaler.get_scale()))
         trackers.append(int(scaler.state_dict()["_growth_tracker"]))
-        weights.append(np.array(w.detach().numpy() if torch_side else w.numpy(), np.float32))
+        weights.append(np.array(w.detach().numpy(), np.float32))
     return scales, trackers, weights
 
 

@@ -45,9 +45,10 @@ Design decisions (and where fpsim differs from PyTorch)
   LOW ops and their backward then run in it. ``StaticGradScaler`` and the fp8 recipes have no
   PyTorch counterpart.
 * **The scale** is a float32 value held in a one-element numpy array, updated by the
-  ``_amp_update_scale_`` kernel with float64 arithmetic; ``scale(loss)`` multiplies by it as a
-  float32 Python number (a weak scalar, like PyTorch's 0-dim scale tensor), so an fp16 output
-  stays fp16.
+  ``_amp_update_scale_`` kernel with float64 arithmetic; ``scale(outputs)`` multiplies by it as
+  a 0-dim fp32 tensor, as PyTorch does. By the promotion rule a dimensioned fp16 output stays
+  fp16 (and can overflow there), while a 0-dim fp16 loss becomes fp32 (2.0 scales to 131072.0,
+  not to fp16's inf).
 * **Master weights + loss scaling.** GradScaler refuses fp16 gradients, as PyTorch does (and
   unscaling in fp16 would underflow again). :class:`MasterWeights` keeps fp32 master parameters
   *as the optimizer's parameters*: after backward the fp16 gradients are copied exactly into the

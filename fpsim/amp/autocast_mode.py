@@ -357,7 +357,7 @@ def _cast(a: Tensor, target: Format, st: _State, cacheable: bool) -> Tensor:
         cacheable
         and a.format == fp32
         and a.requires_grad
-        and a._ctx is None  # a leaf (fpsim has no views)
+        and a._ctx is None  # a leaf; a view of a leaf has a node (its view op), so is not one
     ):
         key = (id(a), target)
         hit = st.cache.get(key)

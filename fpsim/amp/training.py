@@ -59,7 +59,7 @@ import numpy as np
 from .. import nn, optim
 from ..autograd.grad_mode import no_grad
 from ..autograd.precision import to_format
-from ..autograd.tensor import Tensor, as_generator, tensor
+from ..autograd.tensor import Tensor, as_generator, infer_format, tensor
 from ..data import BatchIterator
 from ..formats import Format, FormatLike, bf16, fp8_e4m3, fp8_e5m2, fp16, fp32, get_format
 from ..nn import functional as F
@@ -250,15 +250,25 @@ class MasterWeights:
                 m.grad = Tensor._make(p.grad.data.astype(np.float32, copy=True), fp32)
 
     def copy_weights_(self) -> None:
-        """``model_param = round(master, model_format)`` for every pair (one rounding)."""
+        """``model_param = round(master, model_format)`` for every pair (one rounding), counted
+        as one in-place write of each model parameter (PyTorch's ``param.copy_(master)``)."""
         for p, m in zip(self.model_params, self.masters, strict=True):
             p.data[...] = to_format(m.data, p.format)
+            p._bump_version()
 
     def zero_grad(self) -> None:
         """Drop the gradients of the model's parameters and of the masters."""
         for p, m in zip(self.model_params, self.masters, strict=True):
             p.grad = None
             m.grad = None
+
+
+def _batch_tensor(a: Any) -> Tensor:
+    """A batch array as a tensor: floating data in fp32 (a float64 numpy batch is not an fp64
+    input: the recipes' models are fp32), integer targets as int64. Tensors pass."""
+    if isinstance(a, Tensor):
+        return a
+    return tensor(a, None if infer_format(a) is None else fp32)
 
 
 # ---- the loop --------------------------------------------------------------------------------
@@ -454,8 +464,7 @@ def train(
                     "data yielded no batches (an exhausted iterator? pass a list of batches, "
                     "(X, Y) arrays, or a callable returning an iterable)"
                 ) from None
-        xb = xb if isinstance(xb, Tensor) else tensor(xb)
-        yb = yb if isinstance(yb, Tensor) else tensor(yb)
+        xb, yb = _batch_tensor(xb), _batch_tensor(yb)
         if master is not None and xb.format is not None:
             xb = xb.to(rec.model_format)
         with ac:

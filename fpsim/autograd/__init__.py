@@ -78,8 +78,11 @@ name in :data:`registry` except the cast op), before the compute format is chose
 the arguments with tensors replaced by ``t.to(fmt)`` (recorded cast nodes, so gradients flow back
 to each source in its format) or raise. ``fpsim.amp.autocast`` is built on it.
 
-Not modelled: in-place ops on tensors that are part of a graph (refused), higher-order
-gradients, version counters. Graphs are kept after ``backward`` (as ``retain_graph=True``).
+**In-place ops and versions.** In-place writes are recorded in the graph and count versions as
+PyTorch's (``Tensor._version``), optimizer steps and ``nn.init`` included; a backward that needs
+a tensor written since raises PyTorch's "modified by an inplace operation" error. Not modelled:
+higher-order gradients, in-place writes recorded through a view (refused). Graphs are kept after
+``backward`` (as ``retain_graph=True``).
 """
 
 from . import functional, ops
@@ -104,6 +107,7 @@ from .tensor import (
     Tensor,
     arange,
     default_generator,
+    from_numpy,
     full,
     manual_seed,
     ones,
@@ -118,6 +122,7 @@ from .tensor import (
 __all__ = [
     "Tensor",
     "tensor",
+    "from_numpy",
     "zeros",
     "ones",
     "full",

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 import numpy as np
 
-from ..formats import Format
+from ..formats import Format, fp32, fp64
 from .dims import reduction_axes, wrap_dim, wrap_dims
 from .function import Function, _promote_args, _same_format
 from .precision import (
@@ -66,9 +67,14 @@ def _count(shape: tuple, axes: tuple) -> int:
 
 def _opmath(value: float, fmt: Format, dtype) -> np.generic:
     """A Python number as the op sees it: in fp32 for formats stored in float32 (PyTorch's
-    opmath), in float64 otherwise; then in the math dtype ``dtype``."""
-    holder = np.float64 if _info(fmt).container == F64 else np.float32
-    return np.dtype(dtype).type(holder(value))
+    opmath), in float64 otherwise; then in the math dtype ``dtype``. An integer is rounded once
+    from its exact value (``np.float32(2**60 + 2**36 + 1)`` would round it twice)."""
+    wide = _info(fmt).container == F64
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        held = to_format(np.asarray(value), fp64 if wide else fp32)[()]
+    else:
+        held = (np.float64 if wide else np.float32)(value)
+    return np.dtype(dtype).type(held)
 
 
 def _out(ctx, like: np.ndarray) -> np.ndarray:
@@ -283,6 +289,8 @@ class Clamp(Function):
 
     @staticmethod
     def forward(ctx, x, lo=None, hi=None):
+        if lo is None and hi is None:  # PyTorch's refusal (it would be the identity, an alias)
+            raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
         lo_v = None if lo is None else _opmath(lo, ctx.fmt, x.dtype)
         hi_v = None if hi is None else _opmath(hi, ctx.fmt, x.dtype)
         mask = np.ones(x.shape, bool)

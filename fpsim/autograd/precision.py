@@ -12,13 +12,14 @@ an array to a format, and the one place where matrix products are computed.
 from __future__ import annotations
 
 import functools
+import numbers
 import threading
 from collections.abc import Iterable
 from contextlib import contextmanager
 
 import numpy as np
 
-from ..core import round_to
+from ..core import _ints_exact_in_float64, round_to
 from ..formats import Format, FormatLike, fp32, fp64, get_format, list_formats
 
 __all__ = [
@@ -143,12 +144,19 @@ def to_format(
     """Round an array once to ``fmt`` and return it in ``fmt``'s container dtype.
 
     float64 input is rounded directly (never through float32). fp32/fp64 with the default
-    rounding use numpy's own IEEE cast (round to nearest even).
+    rounding use numpy's own IEEE cast (round to nearest even). Integers are rounded from their
+    exact values: int64/uint64 beyond 2^53 and Python ints of any size (an object array) go to
+    :func:`fpsim.round_to` as they are, since a cast to float64 first would round them twice.
+
+    >>> to_format(np.array([2**60 + 2**36 + 1]), fp32).tolist() == [2**60 + 2**37]
+    True
     """
     info = _info(fmt)
     a = np.asarray(x)
+    if _is_int_objects(a) or (a.dtype.kind in "iu" and not _ints_exact_in_float64(a)):
+        return _round_integers(a, fmt, rounding, seed).astype(info.container, copy=False)
     if a.dtype.kind in "iub":
-        a = a.astype(F64)
+        a = a.astype(F64)  # exact: every value is at most 2^53 in magnitude
     if info.native and rounding == "nearest_even":
         return a.astype(info.container, copy=False)
     if a.dtype != F32 and a.dtype != F64:
@@ -157,6 +165,25 @@ def to_format(
         a = a.astype(F64)  # widening: exact
     r = np.asarray(round_to(a, fmt, rounding=rounding, seed=seed))
     return r.astype(info.container, copy=False)
+
+
+def _is_int_objects(a: np.ndarray) -> bool:
+    """An object array of integers only (Python ints beyond 64 bits: numpy keeps them so)."""
+    return (
+        a.dtype == object
+        and a.size > 0
+        and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in a.flat)
+    )
+
+
+def _round_integers(a: np.ndarray, fmt: Format, rounding: str, seed: int | None) -> np.ndarray:
+    """Integers that float64 cannot all hold, rounded once from their exact values (float64)."""
+    if a.dtype != object:
+        return np.asarray(round_to(a, fmt, rounding=rounding, seed=seed), dtype=F64)
+    # Element by element: exact for every deterministic mode (the engine never rounds objects
+    # stochastically: they only come from tensor() and Python-number operands).
+    out = [round_to(int(v), fmt, rounding=rounding, seed=seed) for v in a.flat]
+    return np.array(out, dtype=F64).reshape(a.shape)
 
 
 # ---- matrix products -------------------------------------------------------------------------

@@ -16,21 +16,24 @@ tensor([3., 3., 3.], format=fp16)
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections import namedtuple
 from typing import Any
 
 import numpy as np
 
+from ..containers import is_torch_tensor, torch_to_numpy
 from ..formats import Format, FormatLike, bf16, fp16, fp32, fp64, get_format
 from . import function as _function
 from .dims import wrap_dim, wrap_dims
 from .grad_mode import is_grad_enabled
 from .hooks import RemovableHandle
-from .precision import _info, to_format
+from .precision import _info, _is_int_objects, promote_formats, to_format
 
 __all__ = [
     "Tensor",
     "tensor",
+    "from_numpy",
     "zeros",
     "ones",
     "full",
@@ -73,13 +76,33 @@ def as_generator(generator: Any = None) -> np.random.Generator:
     raise TypeError(f"expected a seed or a numpy Generator, got {generator!r}")
 
 
+def _integer_dtype(fmt: Any) -> np.dtype | None:
+    """The numpy dtype of the integer tensor ``fmt`` names -- bool, or int64 for every integer
+    name and dtype (``"int32"``, ``np.uint8``, ``torch.int64``: fpsim's integers are int64) --
+    or None when ``fmt`` names no integer type."""
+    if type(fmt).__module__ == "torch" and type(fmt).__name__ == "dtype":
+        if fmt.is_floating_point or fmt.is_complex:
+            return None
+        return np.dtype(bool) if str(fmt) == "torch.bool" else np.dtype(np.int64)
+    if isinstance(fmt, str):
+        fmt = fmt.strip().lower().replace("torch.", "").replace("numpy.", "").replace("np.", "")
+    if isinstance(fmt, (str, type, np.dtype)):
+        try:
+            kind = np.dtype(fmt).kind
+        except (TypeError, ValueError):  # "fp16", "e4m3", "Format(4, 3)": not integer types
+            return None
+        if kind in "iub":
+            return np.dtype(bool) if kind == "b" else np.dtype(np.int64)
+    return None
+
+
 def _resolve_format(fmt: Any) -> Format | None:
-    """A float Format, or None for integer/bool tensors (``"int64"``, ``"bool"``, numpy ints)."""
+    """A float Format, or None for integer/bool tensors (``"int64"``, ``"bool"``, numpy and
+    torch integer dtypes). Float formats: anything :func:`fpsim.get_format` takes (a Format, a
+    name, a numpy, ml_dtypes or torch dtype)."""
     if fmt is None or isinstance(fmt, Format):
         return fmt
-    if isinstance(fmt, str) and fmt in ("int", "int64", "long", "int32", "bool"):
-        return None
-    if isinstance(fmt, (type, np.dtype)) and np.dtype(fmt).kind in "iub":
+    if _integer_dtype(fmt) is not None:
         return None
     return get_format(fmt)
 
@@ -176,8 +199,27 @@ class Tensor:
         """The node that made this tensor (None for leaves)."""
         return self._ctx
 
-    def numpy(self) -> np.ndarray:
-        """The stored values (the array itself, not a copy: keep them values of the format)."""
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The stored values: the array itself, sharing memory as PyTorch's ``numpy()`` (keep
+        what you write into it values of the format). Its dtype is the format's container:
+        float32 for fp16/bf16/fp8 values. A tensor that requires grad raises, as in PyTorch,
+        unless ``force=True``.
+
+        >>> t = tensor([1.0, 2.0], format="fp16")
+        >>> a = t.numpy()
+        >>> a[0] = 3.0                 # writes the tensor
+        >>> t
+        tensor([3., 2.], format=fp16)
+        >>> tensor([1.0], requires_grad=True).numpy()
+        Traceback (most recent call last):
+        ...
+        RuntimeError: Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.
+        """  # noqa: E501
+        if self.requires_grad and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. "
+                "Use tensor.detach().numpy() instead."
+            )
         return self.data
 
     def item(self) -> float | int | bool:
@@ -365,10 +407,9 @@ class Tensor:
         ``fmt`` (``rounding``/``seed`` as in :func:`fpsim.round_to`); its backward casts the
         incoming gradient to this (the source) tensor's format. Same format: returns self.
         ``"int64"``/``"bool"`` give integer tensors (truncation, no gradient)."""
-        target = _resolve_format(fmt)
+        target = _resolve_format(get_format(fmt) if fmt is None else fmt)  # None: TypeError
         if target is None:
-            np_dt = np.dtype(bool) if fmt == "bool" or fmt is bool else np.dtype(np.int64)
-            return Tensor._make(self.data.astype(np_dt), None)
+            return Tensor._make(self.data.astype(_integer_dtype(fmt)), None)
         if target == self.format and rounding == "nearest_even":
             return self
         return _ops.Cast.apply(self, target, rounding=rounding, seed=seed)
@@ -690,12 +731,13 @@ def _constant(value: Any, like: Tensor) -> Tensor:
             dt = bool if isinstance(value, (bool, np.bool_)) else np.int64
             t = Tensor._make(np.asarray(value, dtype=dt), None)
         else:
-            container = (
-                np.float64 if lf is not None and _info(lf).container == np.float64 else np.float32
-            )
-            t = Tensor._make(
-                np.asarray(value, dtype=container), fp64 if container == np.float64 else fp32
-            )
+            wide = lf is not None and _info(lf).container == np.float64
+            held = fp64 if wide else fp32
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                arr = to_format(np.asarray(value), held)  # one rounding of the exact integer
+            else:
+                arr = np.asarray(value, dtype=held.container_dtype)
+            t = Tensor._make(arr, held)
         t._weak = True
         return t
     if isinstance(value, (np.ndarray, list, tuple)):
@@ -703,34 +745,116 @@ def _constant(value: Any, like: Tensor) -> Tensor:
     raise TypeError(f"unsupported operand type for a Tensor op: {type(value).__name__}")
 
 
+def _dtype_format(dt: np.dtype) -> Format | None:
+    """The format of numpy data of dtype ``dt`` (float16 -> fp16, ml_dtypes bfloat16 -> bf16,
+    float8_e4m3fn -> fp8_e4m3, float64 -> fp64, ...); None for integers and bool."""
+    if dt.kind in "iub":
+        return None
+    try:
+        return get_format(dt)
+    except (TypeError, ValueError):
+        raise TypeError(f"cannot make a tensor from {dt} data") from None
+
+
+def _collect_formats(x: Any, found: list) -> None:
+    """Append the format of each scalar kind in ``x`` (None: an integer or bool), as
+    ``torch.tensor`` reads them: Python floats are fp32 (the default dtype); numpy scalars and
+    arrays, fpsim and torch tensors have their dtype's format."""
+    if isinstance(x, (list, tuple)):
+        for tp in set(map(type, x)):  # by type: a list of a million floats is one check
+            if tp is float:
+                found.append(fp32)
+            elif tp is int or tp is bool:
+                found.append(None)
+            elif issubclass(tp, np.generic):
+                found.append(_dtype_format(np.dtype(tp)))
+            else:
+                for v in x:
+                    if type(v) is tp:
+                        _collect_formats(v, found)
+    elif isinstance(x, Tensor):
+        found.append(x.format)
+    elif isinstance(x, (np.ndarray, np.generic)):
+        found.append(_dtype_format(x.dtype))
+    elif is_torch_tensor(x):
+        found.append(_dtype_format(torch_to_numpy(x.detach().cpu()).dtype))
+    elif isinstance(x, (bool, numbers.Integral)):
+        found.append(None)
+    else:
+        found.append(fp32)  # Python floats, Fractions, Decimals: the default dtype
+
+
+def infer_format(data: Any) -> Format | None:
+    """The format ``torch.tensor(data)`` gives ``data``, in fpsim's names: numpy arrays and
+    scalars and torch tensors keep their dtype (float64 -> fp64, float16 -> fp16, bfloat16 ->
+    bf16, float8_e4m3fn -> fp8_e4m3); Python floats are fp32, the default dtype; a sequence
+    takes the promotion of its elements' formats. None: integer or bool data (an integer
+    tensor). An empty sequence is fp32.
+
+    >>> infer_format([1.0, 2.0]).name, infer_format(np.array([1.0])).name
+    ('fp32', 'fp64')
+    >>> infer_format(np.float16(1.0)).name, infer_format([np.float16(1.0), 2.0]).name
+    ('fp16', 'fp32')
+    >>> infer_format([1, np.float16(2.0)]).name, infer_format([1, 2]) is None
+    ('fp16', True)
+    """
+    found: list = []
+    _collect_formats(data, found)
+    floats = [f for f in found if f is not None]
+    if floats:
+        return promote_formats(floats)
+    return None if found else fp32
+
+
 def tensor(data: Any, format: FormatLike | None = None, requires_grad: bool = False) -> Tensor:
     """Make a tensor: the values of ``data`` rounded once (nearest even) to ``format``.
 
-    ``format=None`` infers: floating data -> fp32 (the default format, also for float64 numpy
-    input, as ``torch.tensor`` of a Python float list), integer/bool data -> an integer tensor
-    (``format`` None). Pass ``"int64"`` or ``"bool"`` for integer tensors explicitly.
+    ``data``: numbers, (nested) lists, numpy arrays (ml_dtypes bfloat16/float8 included), fpsim
+    or torch tensors (read without going through Python lists). ``format=None`` infers it as
+    ``torch.tensor`` infers the dtype (:func:`infer_format`): a list of Python floats is fp32,
+    a numpy float64 array fp64, float16 data fp16, a torch bfloat16 tensor bf16; integer/bool
+    data gives an integer tensor (``format`` None; fpsim's integers are int64 or bool). Any
+    format :func:`fpsim.get_format` takes works, torch and numpy dtypes included; ``"int64"``,
+    ``"bool"`` (or their dtypes) make integer tensors explicitly. Integers are rounded from
+    their exact values, however large.
 
     >>> tensor([0.1, 1e5], format="fp16")
     tensor([0.09997559,        inf], format=fp16)
+    >>> tensor(np.array([0.5], dtype=np.float16))
+    tensor([0.5], format=fp16)
     >>> tensor([2, 0, 1])
     tensor([2, 0, 1], dtype=int64)
+    >>> tensor([2**60 + 2**36 + 1], format="fp32").item() == 2**60 + 2**37
+    True
     """
     if isinstance(data, Tensor):
-        arr = data.data
-        if format is None:
-            format = data.format if data.format is not None else arr.dtype
-    else:
+        arr, inferred = data.data, data.format
+    elif is_torch_tensor(data):
+        arr = torch_to_numpy(data.detach().cpu())  # its memory; the rounding below copies
+        inferred = _dtype_format(arr.dtype)
+    elif isinstance(data, (np.ndarray, np.generic)):
         arr = np.asarray(data)
-    if arr.dtype.kind not in "iubf":  # ml_dtypes bfloat16/float8 arrays: float64 holds them
-        try:
+        inferred = _dtype_format(arr.dtype) if format is None else None
+    else:  # numbers and sequences: their elements decide, as in torch.tensor
+        arr, inferred = np.asarray(data), infer_format(data)
+        if inferred is None and arr.dtype.kind not in "iub":
+            # Python ints that no numpy integer holds (numpy makes them float64, rounded, or
+            # objects): kept as Python ints, rounded below from their exact values
+            arr = np.array(data, dtype=object)
+    fmt = inferred if format is None else _resolve_format(format)
+    ints = _is_int_objects(arr)
+    if arr.dtype.kind not in "iubf" and not ints:
+        try:  # ml_dtypes bfloat16/float8 arrays, Fractions, Decimals: float64 holds them
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
             raise TypeError(f"cannot make a tensor from {arr.dtype} data") from None
-    fmt = (None if arr.dtype.kind in "iub" else fp32) if format is None else _resolve_format(format)
     if fmt is None:
-        if arr.dtype.kind not in "iub":
+        if arr.dtype.kind not in "iub" and not ints:
             raise TypeError(f"integer tensor from {arr.dtype} data: pass a float format")
-        values = np.array(arr, dtype=arr.dtype if arr.dtype == bool else np.int64)
+        if arr.dtype != bool and arr.size and not _ints_fit_int64(arr):
+            raise RuntimeError("Overflow when unpacking long")  # fpsim's integers are int64
+        want = None if format is None else _integer_dtype(format)  # "bool" of ints: bools
+        values = np.array(arr, dtype=want or (bool if arr.dtype == bool else np.int64))
     else:
         values = np.array(to_format(arr, fmt), copy=True)
     t = Tensor._make(values, fmt)
@@ -739,16 +863,85 @@ def tensor(data: Any, format: FormatLike | None = None, requires_grad: bool = Fa
     return t
 
 
+_NOT_WRITABLE = (
+    "The given NumPy array is not writable, and fpsim writes tensors in place through their "
+    "arrays (in-place ops, optimizer steps). Writing to this tensor will raise. You may want to "
+    "copy the array to protect its data or make it writable before converting it to a tensor."
+)
+
+
+def from_numpy(ndarray: np.ndarray) -> Tensor:
+    """A tensor that shares ``ndarray``'s memory, as ``torch.from_numpy``: writing into either
+    changes the other. The format is the dtype's: float32 -> fp32, float64 -> fp64; int64 and
+    bool arrays give integer tensors.
+
+    Other dtypes raise ``TypeError``: fpsim keeps fp16, bf16 and fp8 values in float32 arrays
+    and integers in int64 ones, so a float16 (ml_dtypes, int32, ...) array cannot be shared
+    (``torch.from_numpy`` takes float16 and every integer width); :func:`tensor` copies such
+    an array, with the format of its dtype. A non-native byte order raises ``ValueError`` and a
+    read-only array warns, as in PyTorch.
+
+    >>> a = np.array([1.0, 2.0], dtype=np.float32)
+    >>> t = from_numpy(a)
+    >>> a[0] = -1.0
+    >>> t
+    tensor([-1.,  2.], format=fp32)
+    """
+    if not isinstance(ndarray, np.ndarray):
+        tp = type(ndarray)
+        name = tp.__name__ if tp.__module__ == "builtins" else f"{tp.__module__}.{tp.__name__}"
+        raise TypeError(f"expected np.ndarray (got {name})")
+    dt = ndarray.dtype
+    if not dt.isnative:
+        raise ValueError(
+            "given numpy array has byte order different from the native byte order. "
+            "Conversion between byte orders is currently not supported."
+        )
+    if dt == np.float32 or dt == np.float64:
+        fmt: Format | None = get_format(dt)
+    elif dt == np.int64 or dt == np.bool_:
+        fmt = None
+    else:
+        raise TypeError(
+            f"can't convert np.ndarray of type {dt.type.__module__}.{dt.type.__name__}. The only "
+            "supported types are: float64, float32, int64, and bool. (fpsim keeps fp16, bf16 "
+            "and fp8 values in float32 arrays and integers in int64 ones; fpsim.tensor(array) "
+            "copies an array of any other dtype, in the format of its dtype.)"
+        )
+    if not ndarray.flags.writeable:
+        warnings.warn(_NOT_WRITABLE, UserWarning, stacklevel=2)
+    return Tensor._make(ndarray, fmt)
+
+
+def _ints_fit_int64(arr: np.ndarray) -> bool:
+    """True when every integer of ``arr`` (an integer or object array) is an int64."""
+    if arr.dtype.kind == "i":
+        return True
+    i64 = np.iinfo(np.int64)
+    return all(i64.min <= int(v) <= i64.max for v in (arr.min(), arr.max()))
+
+
+def _default(format: FormatLike | None) -> FormatLike:
+    """``format=None`` of a factory: fp32, the default dtype (the float64 samples and fills
+    below are not fp64 data)."""
+    return fp32 if format is None else format
+
+
 def zeros(*shape, format: FormatLike = "fp32", requires_grad: bool = False) -> Tensor:
-    return tensor(np.zeros(_shape_arg(shape)), format, requires_grad)
+    return tensor(np.zeros(_shape_arg(shape)), _default(format), requires_grad)
 
 
 def ones(*shape, format: FormatLike = "fp32", requires_grad: bool = False) -> Tensor:
-    return tensor(np.ones(_shape_arg(shape)), format, requires_grad)
+    return tensor(np.ones(_shape_arg(shape)), _default(format), requires_grad)
 
 
 def full(shape, value: float, format: FormatLike = "fp32", requires_grad: bool = False) -> Tensor:
-    return tensor(np.full(_shape_arg((shape,)), float(value)), format, requires_grad)
+    """``value`` everywhere, rounded once (an integer from its exact value); ``format=None``:
+    the value's own (a Python float: fp32, an int: an int64 tensor), as ``torch.full``."""
+    v = value.item() if isinstance(value, Tensor) else value
+    fmt = infer_format(v) if format is None else format
+    fill = v if isinstance(v, (numbers.Integral, np.bool_)) else float(v)
+    return tensor(np.full(_shape_arg((shape,)), fill), fmt, requires_grad)
 
 
 def zeros_like(t: Tensor, requires_grad: bool = False) -> Tensor:
@@ -764,7 +957,7 @@ def randn(
 ) -> Tensor:
     """Standard normal samples (drawn in float64 from ``generator``, then rounded once)."""
     g = as_generator(generator)
-    return tensor(g.standard_normal(_shape_arg(shape)), format, requires_grad)
+    return tensor(g.standard_normal(_shape_arg(shape)), _default(format), requires_grad)
 
 
 def rand(
@@ -772,13 +965,14 @@ def rand(
 ) -> Tensor:
     """Uniform [0, 1) samples (drawn in float64 from ``generator``, then rounded once)."""
     g = as_generator(generator)
-    return tensor(g.random(_shape_arg(shape)), format, requires_grad)
+    return tensor(g.random(_shape_arg(shape)), _default(format), requires_grad)
 
 
 def arange(start, end=None, step=1, format: FormatLike | None = None) -> Tensor:
-    """Like ``torch.arange``: integers give an int64 tensor unless a format is given."""
+    """Like ``torch.arange``: integers give an int64 tensor, floats fp32 (the default dtype),
+    unless a format is given."""
     arr = np.arange(start, end, step) if end is not None else np.arange(start)
-    return tensor(arr, format)
+    return tensor(arr, _default(format) if arr.dtype.kind == "f" else format)
 
 
 # ---- in-place writes as graph nodes ----------------------------------------------------------
