@@ -131,6 +131,9 @@ def train_all(
 
 
 def _pct(x: float) -> str:
+    """A share to two decimals; a non-zero share too small to show is "<0.01%", never "0.00%"."""
+    if 0 < x < 0.00005:
+        return "<0.01%"
     return f"{100 * x:.2f}%"
 
 
