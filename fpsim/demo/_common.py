@@ -268,6 +268,15 @@ def save_figure(fig, out: str | Path, name: str) -> Path:
     return path
 
 
+def pct(x: float, digits: int = 2) -> str:
+    """The share ``x`` (0..1) as a percentage with ``digits`` decimals; a non-zero share too small
+    to show is "<0.01%" (for 2 digits), never "0.00%", which would read as none at all."""
+    smallest = 10.0**-digits
+    if 0 < 100 * x < smallest / 2:
+        return f"<{smallest:.{digits}f}%"
+    return f"{100 * x:.{digits}f}%"
+
+
 def pow2(v: float) -> str:
     """``65536 (2^16)`` for a power of two (``9.54e-07 (2^-20)`` for a small one), else
     ``1000``."""

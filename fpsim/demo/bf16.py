@@ -22,6 +22,7 @@ from ._common import (
     exact_text,
     lr_arg,
     parse_args,
+    pct,
     quiet_numba,
     save_figure,
     seed_arg,
@@ -59,7 +60,7 @@ def table(runs) -> str:
         loss = r.result.final_loss(FINAL_WINDOW)
         ratio = f"{loss / ref:5.2f}x" if ref and math.isfinite(ref) else "    -"
         out.append(
-            f"{r.label:{w}}  {100 * a.lost_fraction:7.2f}% {100 * g.lost_fraction:7.2f}%  "
+            f"{r.label:{w}}  {pct(a.lost_fraction):>8} {pct(g.lost_fraction):>8}  "
             f"{_err(a.median_error()):>8} {_err(g.median_error()):>8}  "
             f"{loss:9.4g} ({ratio} fp32)"
         )
@@ -72,9 +73,9 @@ def runs_note(runs) -> str:
 
     by = {r.label: r for r in runs}
     b, plain, scaled = by["bf16, no scaler"], by["fp16, no scaling"], by["fp16 + dynamic scaling"]
-    lost = {r.label: 100 * r.recorder.total("activation").lost_fraction for r in runs}
-    text = (f"bf16 lost {lost[b.label]:.2f}% of the activation gradients to zero, fp16 without a "
-            f"scale {lost[plain.label]:.2f}%, fp16 with one {lost[scaled.label]:.2f}%.")
+    lost = {r.label: pct(r.recorder.total("activation").lost_fraction) for r in runs}
+    text = (f"bf16 lost {lost[b.label]} of the activation gradients to zero, fp16 without a "
+            f"scale {lost[plain.label]}, fp16 with one {lost[scaled.label]}.")
     eb, es = b.recorder.total("activation").median_error(), scaled.recorder.total(
         "activation").median_error()  # fmt: skip
     if eb > 0 and es > 0 and math.isfinite(eb) and math.isfinite(es):

@@ -33,6 +33,7 @@ from ._common import (
     fit_title,
     lr_arg,
     parse_args,
+    pct,
     pow2,
     power_of_two_scale,
     quiet_numba,
@@ -131,10 +132,7 @@ def train_all(
 
 
 def _pct(x: float) -> str:
-    """A share to two decimals; a non-zero share too small to show is "<0.01%", never "0.00%"."""
-    if 0 < x < 0.00005:
-        return "<0.01%"
-    return f"{100 * x:.2f}%"
+    return pct(x)
 
 
 def final_scale(run: Run) -> float:
