@@ -761,3 +761,18 @@ def test_sequential_order_rounds_the_first_term_alone():
     assert len(tp) == 1 and tp[0].partial == x[0] and tp.result == both_unrounded
     # and the documentation says so
     assert "rounded to the accumulator alone" in arith.__doc__
+
+
+@pytest.mark.parametrize("acc", ["input", "fp32"])
+@pytest.mark.parametrize("m, k, n", [(3, 0, 2), (0, 4, 2), (3, 4, 0)])
+def test_autograd_matmul_of_empty_operands(acc, m, k, n):
+    # numpy's answer for the shapes and the empty sum (+0.0); gradients of the same shapes
+    a = fpsim.zeros(m, k, format="fp16", requires_grad=True)
+    b = fpsim.zeros(k, n, format="fp16", requires_grad=True)
+    with fpsim.matmul_accumulation(acc):
+        c = a @ b
+    want = np.zeros((m, k), np.float32) @ np.zeros((k, n), np.float32)
+    assert c.shape == want.shape and c.format.name == "fp16"
+    assert (c.detach().numpy() == 0).all() and not np.signbit(c.detach().numpy()).any()
+    c.sum().backward()
+    assert a.grad.shape == (m, k) and b.grad.shape == (k, n)
