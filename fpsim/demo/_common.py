@@ -268,6 +268,21 @@ def save_figure(fig, out: str | Path, name: str) -> Path:
     return path
 
 
+def add_training_args(
+    parser: argparse.ArgumentParser, steps: int, seed: int, lr: float, optimizer: str = "Adam",
+    what: str = "recipe",
+) -> None:  # fmt: skip
+    """``--steps``, ``--seed`` and ``--lr``, the same rules and help in every training demo."""
+    parser.add_argument("--steps", type=steps_arg, default=steps,
+                        help=f"optimizer steps per {what}, at most 100000 (default: "
+                        "%(default)s)")  # fmt: skip
+    parser.add_argument("--seed", type=seed_arg, default=seed,
+                        help="data, initial weights and batch order: 0 .. 2^32-1 "
+                        "(default: %(default)s)")  # fmt: skip
+    parser.add_argument("--lr", type=lr_arg, default=lr,
+                        help=f"{optimizer}'s learning rate, positive (default: %(default)s)")
+
+
 def pct(x: float, digits: int = 2) -> str:
     """The share ``x`` (0..1) as a percentage with ``digits`` decimals; a non-zero share too small
     to show is "<0.01%" (for 2 digits), never "0.00%", which would read as none at all."""

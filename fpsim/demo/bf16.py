@@ -19,15 +19,13 @@ from pathlib import Path
 from ._common import (
     PROG,
     add_output_args,
+    add_training_args,
     exact_text,
-    lr_arg,
     parse_args,
     pct,
     quiet_numba,
     save_figure,
-    seed_arg,
     show_progress,
-    steps_arg,
 )
 
 # (label, value) rounded to fp16 and bf16
@@ -140,14 +138,7 @@ def main(argv: list[str]) -> int:
         description="bf16 vs fp16 on the underflow demo's model: bf16 needs no loss scaler "
         "(fp32's exponent range) but keeps 8 significant bits to fp16's 11.",
     )
-    parser.add_argument("--steps", type=steps_arg, default=300,
-                        help="optimizer steps per recipe, at most 100000 (default: "
-                        "%(default)s)")  # fmt: skip
-    parser.add_argument("--seed", type=seed_arg, default=0,
-                        help="data, initial weights and batch order: 0 .. 2^32-1 "
-                        "(default: %(default)s)")  # fmt: skip
-    parser.add_argument("--lr", type=lr_arg, default=3e-3,
-                        help="Adam's learning rate, positive (default: %(default)s)")  # fmt: skip
+    add_training_args(parser, steps=300, seed=0, lr=3e-3)
     add_output_args(parser)
     args = parse_args(parser, argv)
 

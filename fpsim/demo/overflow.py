@@ -26,17 +26,15 @@ from ._common import (
     SCALE_HELP,
     ScaleHistory,
     add_output_args,
+    add_training_args,
     autocast_format_arg,
     fit_title,
     log2_text,
-    lr_arg,
     parse_args,
     power_of_two_scale,
     quiet_numba,
     save_figure,
-    seed_arg,
     show_progress,
-    steps_arg,
     style_reference,
     tex_pow2,
     times,
@@ -275,14 +273,7 @@ def main(argv: list[str]) -> int:
                         default=DEFAULTS["growth_interval"], metavar="N",
                         help="double the scale after N clean steps (default: %(default)s; "
                         "PyTorch's is 2000)")  # fmt: skip
-    parser.add_argument("--steps", type=steps_arg, default=DEFAULTS["steps"],
-                        help="optimizer steps per recipe, at most 100000 (default: "
-                        "%(default)s)")  # fmt: skip
-    parser.add_argument("--seed", type=seed_arg, default=DEFAULTS["seed"],
-                        help="data, initial weights and batch order: 0 .. 2^32-1 "
-                        "(default: %(default)s)")  # fmt: skip
-    parser.add_argument("--lr", type=lr_arg, default=DEFAULTS["lr"],
-                        help="Adam's learning rate, positive (default: %(default)s)")  # fmt: skip
+    add_training_args(parser, DEFAULTS["steps"], DEFAULTS["seed"], DEFAULTS["lr"])
     add_output_args(parser)
     args = parse_args(parser, argv)
 

@@ -24,19 +24,17 @@ import numpy as np
 from ._common import (
     PROG,
     add_output_args,
+    add_training_args,
     counted,
     exact_text,
     fit_title,
     log2_text,
     low_format,
-    lr_arg,
     new_figure,
     parse_args,
     quiet_numba,
     save_figure,
-    seed_arg,
     show_progress,
-    steps_arg,
     style_reference,
 )
 
@@ -273,14 +271,8 @@ def main(argv: list[str]) -> int:
                         help="the format the model's weights are held in, any name "
                         "fpsim.get_format reads (fp16, bf16, e4m3, 'Format(4, 3)', ...); "
                         "narrower than fp32 and held by it (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--steps", type=steps_arg, default=DEFAULTS["steps"],
-                        help="SGD steps per model, at most 100000 (default: "
-                        "%(default)s)")  # fmt: skip
-    parser.add_argument("--lr", type=lr_arg, default=DEFAULTS["lr"],
-                        help="SGD's learning rate, positive (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--seed", type=seed_arg, default=DEFAULTS["seed"],
-                        help="data, initial weights and batch order: 0 .. 2^32-1 "
-                        "(default: %(default)s)")  # fmt: skip
+    add_training_args(parser, DEFAULTS["steps"], DEFAULTS["seed"], DEFAULTS["lr"],
+                      optimizer="SGD", what="model")  # fmt: skip
     add_output_args(parser)
     args = parse_args(parser, argv)
     quiet_numba()
