@@ -15,8 +15,10 @@ Elementwise operations
     :func:`abs` take values of a format ``fmt`` and return the exact mathematical result rounded
     *once* to ``fmt``, in any rounding mode (the arguments ``rounding``, ``subnormals``,
     ``saturate`` and ``seed`` mean what they mean for :func:`fpsim.round_to`). Operands
-    broadcast like numpy; float32 arrays give float32 results when the format fits in float32,
-    anything else float64; Python scalars in give a Python float out.
+    broadcast like numpy; numpy results follow :mod:`fpsim.containers`' rule (the operands'
+    dtype when every value of the format fits in it, else the smallest of float16, float32,
+    float64 that holds it: float16 in, fp16 out gives float16); Python scalars in give a Python
+    float out.
 
 Inputs must be values of the format
     An operation "in fp16" takes fp16 operands; fpsim checks this (a vectorised pass, much
@@ -189,6 +191,7 @@ from typing import Any
 
 import numpy as np
 
+from .containers import result_dtype
 from .core import _as_container, _is_device_array, _mode_code, _seed_value, round_to
 from .formats import Format, FormatLike, get_format
 from .inspect import exact_decimal
@@ -367,6 +370,26 @@ def _container(arrs: list[np.ndarray], xs: tuple, f: Format) -> np.dtype:
     return np.dtype(np.float64)
 
 
+def _out_dtype(xs: tuple, f: Format) -> np.dtype:
+    """The result's dtype by the rule of :mod:`fpsim.containers` (as for ``round_to``): the numpy
+    operands' common dtype when every value of ``f`` fits in it, else the smallest of float16,
+    float32, float64 that holds ``f``. Python numbers and lists count as float64."""
+    dts = []
+    for x in xs:
+        if isinstance(x, (np.ndarray, np.generic)):
+            dt = np.asarray(x).dtype
+            dts.append(dt.newbyteorder("=") if not dt.isnative else dt)
+        elif not _is_python_scalar(x):
+            dts.append(np.dtype(np.float64))  # lists, tuples: as round_to reads them
+    if not dts:
+        return np.dtype(np.float64)
+    try:
+        common = np.result_type(*dts)
+    except TypeError:  # mixed ml_dtypes and numpy floats: no numpy promotion
+        common = np.dtype(np.float64)
+    return result_dtype(common, f)
+
+
 def _operands(
     xs: tuple, names: tuple, f: Format, round_inputs: bool, defer_check: bool = False
 ) -> tuple[list[np.ndarray], tuple, np.dtype, str]:
@@ -410,8 +433,10 @@ def _kernel_array(a: np.ndarray, shape: tuple | None = None) -> np.ndarray:
     return a if a.flags.writeable else a.copy()
 
 
-def _finish(res: np.ndarray, shape: tuple, kind: str) -> Any:
+def _finish(res: np.ndarray, shape: tuple, kind: str, out_dtype: np.dtype | None = None) -> Any:
     res = res.reshape(shape)
+    if out_dtype is not None:
+        res = res.astype(out_dtype, copy=False)  # exact: every value of the format fits
     if kind == "python":
         return float(res[()])
     if kind == "numpy":
@@ -450,7 +475,7 @@ def _elementwise(op, xs, names, fmt, rounding, subnormals, saturate, seed, round
         if bad:
             for x, name in zip(xs, names, strict=True):
                 _check_values(_as_array(x, name)[0], f, name)  # raises, naming the value
-    return _finish(out, shape, kind)
+    return _finish(out, shape, kind, _out_dtype(xs, f))
 
 
 _COMMON = """
@@ -636,7 +661,7 @@ def _unary_exact(x, fmt, rounding, subnormals, seed, round_inputs, which):
     out = np.negative(flat) if which == "neg" else np.abs(flat)
     if not subnormals:  # flush-to-zero applies to the (subnormal) result, as everywhere
         out = np.where(np.abs(out) < f.min_normal, np.copysign(0.0, out), out).astype(container)
-    return _finish(out, shape, kind)
+    return _finish(out, shape, kind, _out_dtype((x,), f))
 
 
 def neg(x, fmt: FormatLike, rounding="nearest_even", subnormals=True, saturate=False, seed=None,
@@ -759,7 +784,7 @@ def sum(
         )
     (flat,), shape, container, _ = _operands((x,), ("x",), f, round_inputs)
     arr = flat.reshape(shape)
-    out_dt = _container([arr], (x,), out_f)
+    out_dt = _out_dtype((x,), out_f)
     if axis is None:
         X = arr.reshape(1, -1)
         rest: tuple = ()
@@ -892,7 +917,7 @@ def matmul(
     arr_b, _ = _operand(b, "b", f, round_inputs)
     if arr_a.dtype != arr_b.dtype:
         arr_a, arr_b = arr_a.astype(np.float64), arr_b.astype(np.float64)
-    out_dt = _container([arr_a, arr_b], (a, b), out_f)
+    out_dt = _out_dtype((a, b), out_f)
     if order == "blas":
         return _matmul_blas(arr_a, arr_b, a_fmt, out_f, out_dt)
     A, B, shape = _matmul_layout(arr_a, arr_b)

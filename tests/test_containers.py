@@ -135,3 +135,23 @@ def test_torch_zero_dim_and_no_copy_view(torch):
     b = torch.randn(8).to(torch.bfloat16)
     a = torch_to_numpy(b)
     assert a.dtype == ml_dtypes.bfloat16 and a.ctypes.data == b.data_ptr()  # a view, no copy
+
+
+# ---- the same rule for fpsim.arith's results --------------------------------------------------
+
+
+@pytest.mark.parametrize("f", ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "fp32"], ids=str)
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+def test_arith_results_follow_the_rule(dtype, f):
+    from fpsim import arith
+
+    x = np.array([1, 0.5, 3, 0.25], dtype=dtype)
+    d = np.dtype(dtype)
+    want = d if holds(d, f) else next(np.dtype(s) for s in (np.float16, np.float32, np.float64)
+                                      if holds(s, f))  # fmt: skip
+    for r in (arith.add(x, x, f), arith.mul(x, 2.0, f), arith.neg(x, f),
+              arith.matmul(x.reshape(2, 2), x.reshape(2, 2), f, acc="fp32", order="sequential"),
+              arith.sum(x.reshape(2, 2), f, axis=0)):  # fmt: skip
+        assert r.dtype == want
+    # values: small exact sums and products of these numbers, by hand
+    assert arith.add(x, x, f).astype(np.float64).tolist() == [2, 1, 6, 0.5]
