@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .containers import is_torch_tensor, result_dtype, torch_apply
+from .containers import is_torch_tensor, result_dtype, torch_apply, torch_to_numpy
 from .formats import Format, FormatLike, fp32, fp64, get_format
 from .kernels import scalar
 
@@ -116,18 +116,30 @@ _F64_EXACT_INT = 1 << 53  # every integer of magnitude <= 2^53 is a float64
 
 
 def _is_rational_scalar(x: Any) -> bool:
-    """Python ints (not bools), numpy integer scalars, Fractions and finite Decimals."""
+    """Python ints (not bools), numpy integer scalars, Fractions and finite non-zero Decimals (a
+    Decimal zero has a sign, ``Decimal('-0')``, which a Fraction would lose: float() keeps it)."""
     if isinstance(x, (bool, np.bool_)):
         return False
     if isinstance(x, (numbers.Integral, Fraction)):
         return True
-    return isinstance(x, Decimal) and x.is_finite()
+    return isinstance(x, Decimal) and x.is_finite() and not x.is_zero()
 
 
 def _exact_fraction(x: Any) -> Fraction:
     """The exact value of a rational scalar (numpy integers become Python ints first: a Fraction
-    of an ``np.int64`` would keep the fixed-width integer inside and overflow)."""
-    return Fraction(int(x)) if isinstance(x, numbers.Integral) else Fraction(x)
+    of an ``np.int64`` would keep the fixed-width integer inside and overflow).
+
+    A Decimal beyond 10^±400 is replaced by ±10^±400: every format lies inside float64's range
+    (2^-1074 .. 2^1024), and every value beyond it rounds the same way in every mode (to ±0 or the
+    smallest subnormal, to ±max or ±inf; stochastically with the same probability ceil(f 2^62)
+    = 1 below), while building 10^(10^9) exactly would take forever.
+    """
+    if isinstance(x, numbers.Integral):
+        return Fraction(int(x))
+    if isinstance(x, Decimal) and abs(x.adjusted()) > 400:
+        sign = -1 if x.is_signed() else 1
+        return sign * (Fraction(10**400) if x.adjusted() > 0 else Fraction(1, 10**400))
+    return Fraction(x)
 
 
 def _round_rational(
@@ -205,6 +217,8 @@ def _as_container(x: Any) -> tuple[np.ndarray, bool]:
     such input handle it first, see :func:`_round_exact_input`) and ``TypeError`` for input
     kinds that are not real numbers.
     """
+    if is_torch_tensor(x):
+        x = torch_to_numpy(x)  # a CPU tensor's memory, read as numpy (bf16/fp8 by their bits)
     is_scalar = np.isscalar(x) or (isinstance(x, np.ndarray) and x.ndim == 0)
     if isinstance(x, (Fraction, Decimal)):
         v = float(x)
@@ -251,8 +265,9 @@ def _round_exact_input(
     arr = _native(x)
     flat = np.ascontiguousarray(arr).reshape(-1)
     out = np.empty(flat.shape, np.float64)
-    if backend == "python" or (f.man_bits >= 52 and f != fp64):
-        # A 53-bit format other than binary64 (another exponent range): no float64 shortcut.
+    if backend == "python" or (f.man_bits >= 51 and f != fp64):
+        # scalar.add_rounded is exact for p <= 51 (round to odd needs two spare bits) or binary64
+        # itself: 52- and 53-bit formats take the exact rational path.
         for i, v in enumerate(flat.tolist()):
             rand = scalar.random62(seed, i) if mode == scalar.STOCHASTIC else 0
             out[i] = _round_rational(Fraction(v), f, mode, subnormals, saturate, rand)
@@ -411,6 +426,8 @@ def to_bits(
         # Already rounded: encoding a value of the format is exact in any mode.
         x, mode, sub, sat, seed_v = exact, scalar.NEAREST_EVEN, 1, 0, 0
     arr, is_scalar = _as_container(x)
+    if not f.fits_in(arr.dtype):
+        arr = arr.astype(np.float64)  # exact; the kernels' fast paths need the format inside
     container, int_dt = _CONTAINER[arr.dtype]
     src = np.ascontiguousarray(arr).reshape(-1).view(int_dt)
     # The kernel stores each code's two's-complement reading into a signed view of the unsigned
@@ -450,6 +467,10 @@ def from_bits(codes: Any, fmt: FormatLike, dtype: Any = None, *, backend: str = 
     container, int_dt = _CONTAINER[dt]
     # unpack reads the fields with shifts and masks, so an unsigned code (not sign-extended)
     # decodes the same as its two's-complement reading.
+    if c.dtype.kind == "u" and c.dtype.itemsize * 8 < f.bits:
+        # uint8 codes of a 16-bit format: a signed view would sign-extend 0x80 into the sign
+        # bit; widen them (zero-extended) to the format's code dtype first
+        c = c.astype(_code_dtype(f))
     src = _signed_view(np.ascontiguousarray(c).reshape(-1))
     out = np.empty(src.shape, int_dt)
     same_range = f.exp_bits == container.exp_bits and f.bias == container.bias
@@ -484,9 +505,8 @@ def _step(x: Any, fmt: FormatLike, direction: int) -> Any:
     #    from x's exact value (an integer beyond 2^53 is not first rounded to float64).
     near = "down" if direction > 0 else "up"
     y = _round_exact_input(x, f, _mode_code(near), 1, 0, 0, "cpu")
-    is_scalar = np.ndim(x) == 0
     if y is None:
-        arr, is_scalar = _as_container(x)
+        arr, _ = _as_container(x)
         if not f.fits_in(arr.dtype):
             arr = arr.astype(np.float64)
         y = round_to(arr, f, near)
@@ -508,9 +528,7 @@ def _step(x: Any, fmt: FormatLike, direction: int) -> Any:
     res = np.asarray(from_bits(new, f, dtype=y.dtype))
     res = np.where(np.isinf(y) & outward, y, res)  # nothing lies beyond ±inf
     res = np.where(np.isnan(y), np.nan, res).astype(y.dtype)
-    if is_scalar:
-        return float(res[()]) if isinstance(x, (float, int)) else res[()]
-    return res
+    return _in_kind_of(x, res, f)
 
 
 def next_up(x: Any, fmt: FormatLike) -> Any:

@@ -229,7 +229,7 @@ def _as_exact(x: Any) -> tuple[float, Fraction | None]:
         x = int(x)
     if isinstance(x, numbers.Integral):
         q = Fraction(int(x))
-    elif isinstance(x, (Fraction, Decimal)) and (not isinstance(x, Decimal) or x.is_finite()):
+    elif isinstance(x, Fraction) or (isinstance(x, Decimal) and x.is_finite() and not x.is_zero()):
         q = Fraction(x)
     else:
         try:
@@ -253,6 +253,22 @@ def _float_is_exact(xf: float, exact: Fraction | None) -> bool:
 
 
 _POWER = re.compile(r"^([+-]?)\s*(\d+)\s*(?:\*\*|\^)\s*([+-]?\d+)$")
+
+
+_HEX = re.compile(r"^([+-]?)0x([0-9a-f]*)(?:\.([0-9a-f]*))?(?:p([+-]?\d+))?$")
+
+
+def _parse_hex(t: str) -> Fraction:
+    """A hex float (``0x1.8p-3``) as an exact Fraction, however many digits (float.fromhex
+    would round them to float64 first)."""
+    m = _HEX.match(t.lower())
+    if not m or not (m.group(2) or m.group(3)):
+        raise ValueError(t)
+    sign, whole, frac, exp = m.group(1), m.group(2) or "", m.group(3) or "", int(m.group(4) or 0)
+    if abs(exp) > 100_000:
+        raise ValueError("exponent too large")
+    v = Fraction(int(whole + frac, 16), 16 ** len(frac)) * Fraction(2) ** exp
+    return -v if sign == "-" else v
 
 
 def parse_number(text: str) -> Fraction | float:
@@ -280,10 +296,14 @@ def parse_number(text: str) -> Fraction | float:
             if abs(exp) > 100_000 or base > 2**64:
                 raise ValueError("too large")
             v = Fraction(base) ** exp
-            return -v if m.group(1) == "-" else v
-        if "0x" in low:
-            v = Fraction(float.fromhex(t))  # exact for hex floats of up to 53 bits
+            v = -v if m.group(1) == "-" else v
+        elif "0x" in low:
+            v = _parse_hex(t)
         else:
+            e = re.search(r"[eE]([+-]?\d+)$", t)
+            if e and abs(int(e.group(1))) > 100_000:
+                # Fraction would build 10^exponent exactly: refuse rather than hang
+                raise ValueError("exponent too large")
             v = Fraction(t)
         # A zero keeps the sign it was typed with ("-0.0" is negative zero): a float then.
         return -0.0 if v == 0 and t.startswith("-") else v

@@ -36,7 +36,11 @@ def _body(src, dst, start, stop, params):
     s = src[start:stop]
     o = dst[start:stop]
     same = src_fn == 0 and src_e == dst_e and src_m == dst_m and src_b == dst_b
-    fast = same and scalar.nearest_even_fast_ok(src_m, src_b, fmt_m, fmt_b)
+    fast = (
+        same
+        and scalar.nearest_even_fast_ok(src_m, src_b, fmt_m, fmt_b)
+        and scalar.fits_container_range(src_e, src_b, fmt_e, fmt_b, fmt_fn)
+    )
     if mode == scalar.NEAREST_EVEN and fast:
         if fmt_e == src_e and fmt_b == src_b and fmt_fn == 0 and subnormals == 1 and saturate == 0:
             for i in range(s.size):  # bf16, tf32 in float32: the container's exponent range
@@ -51,9 +55,12 @@ def _body(src, dst, start, stop, params):
             )
         return
     encode = src_fn == 0 and dst_e == fmt_e and dst_m == fmt_m and dst_b == fmt_b
-    if mode == scalar.NEAREST_EVEN and encode and scalar.nearest_even_fast_ok(
-        src_m, src_b, fmt_m, fmt_b
-    ):
+    encode_fast = (
+        encode
+        and scalar.nearest_even_fast_ok(src_m, src_b, fmt_m, fmt_b)
+        and scalar.fits_container_range(src_e, src_b, fmt_e, fmt_b, fmt_fn)
+    )
+    if mode == scalar.NEAREST_EVEN and encode_fast:
         # to_bits: the branch-free rounding, then the branch-free move to the format's layout
         if fmt_e == src_e and fmt_b == src_b and fmt_fn == 0 and subnormals == 1 and saturate == 0:
             for i in range(s.size):  # bf16, tf32 from float32: add and mask, then drop the zeros

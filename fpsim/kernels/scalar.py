@@ -221,6 +221,16 @@ def nearest_even_fast_ok(c_m, c_b, fmt_m, fmt_b):
 
 
 @register_jitable
+def fits_container_range(c_e, c_b, fmt_e, fmt_b, fmt_fn):
+    """True when the format's largest exponent is within the container's normal range: the
+    branch-free paths write the format's largest value and overflow results as container
+    patterns, which must not reach the container's own inf/NaN patterns."""
+    top = (1 << fmt_e) - 1
+    emax = top - fmt_b if fmt_fn == 1 else top - 1 - fmt_b
+    return emax <= (1 << c_e) - 2 - c_b
+
+
+@register_jitable
 def nearest_even_constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate):
     """The container patterns :func:`round_nearest_even_bits` needs, computed once per array.
 
