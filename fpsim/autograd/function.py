@@ -586,6 +586,7 @@ def backward(root, grad: Any = None) -> None:
             acc = _add(t.grad.data, gl, t.format)
             if t.grad.data.flags.writeable and t.grad.data.shape == acc.shape:
                 np.copyto(t.grad.data, acc)  # accumulate in place, as PyTorch does
+                t.grad._bump_version()  # ... and, as there, a graph that kept .grad sees it
             else:
                 t.grad = Tensor._make(acc, t.format)
 

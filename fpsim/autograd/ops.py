@@ -568,18 +568,20 @@ class Max(Function):
     forward_precision = "stored"
 
     @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False):
+    def forward(ctx, x, dim=None, keepdim=False, largest=True):
+        # largest=False is min: its own selection, so unselected gradients are +0 as in PyTorch
+        # (min as -max(-x) would hand them -0.0)
         ctx.shape, ctx.dim, ctx.keepdim = x.shape, dim, keepdim
         if dim is None:
-            out = np.max(x)
+            out = np.max(x) if largest else np.min(x)
             # NaN == NaN is false: a NaN result would leave no element to take the gradient
             ctx.mask = np.isnan(x) if np.isnan(out) else x == out
             return out
         d = wrap_dim(dim, x.ndim)
-        if x.ndim == 0:  # dim 0 (or -1) of a 0-d tensor: the value itself, index 0
+        if x.ndim == 0:  # dim 0 (or -1) of a 0-d tensor: the value itself (a copy), index 0
             ctx.idx = None
-            return x
-        idx = np.expand_dims(np.argmax(x, axis=d), d)
+            return np.array(x, copy=True)
+        idx = np.expand_dims(np.argmax(x, axis=d) if largest else np.argmin(x, axis=d), d)
         ctx.idx, ctx.d = idx, d
         out = np.take_along_axis(x, idx, axis=d)
         return out if keepdim else np.squeeze(out, d)

@@ -15,6 +15,7 @@ tensor([3., 3., 3.], format=fp16)
 
 from __future__ import annotations
 
+import decimal
 import numbers
 import warnings
 from collections import namedtuple
@@ -365,9 +366,12 @@ class Tensor:
                 raise RuntimeError(_VIEW_WRITE)
             old = Tensor._make(self.data, self.format, self.requires_grad)
             old._ctx, old._vc = self._ctx, self._counter()
+            retain = self._ctx.retain if self._ctx is not None else None
             new = node.apply(old, value, idx)
             self.data[...] = new.data  # into the storage itself: aliases see the new values
             self._ctx, self.requires_grad = new._ctx, True
+            if retain is not None:  # retain_grad() follows the tensor to its new history
+                old._ctx.retain, self._ctx.retain = None, retain
         else:
             self.data[idx] = self._convert_value(value)
         self._bump_version()
@@ -599,16 +603,17 @@ class Tensor:
         return MaxResult(values, self.argmax(dim, keepdim))
 
     def min(self, dim: int | None = None, keepdim: bool = False):
+        """Smallest value (``dim=None``) or ``(values, indices)`` along ``dim``, as PyTorch."""
+        values = _ops.Max.apply(self, dim, keepdim, False)
         if dim is None:
-            return -((-self).max())
-        values = -((-self).max(dim, keepdim).values)
+            return values
         return MaxResult(values, self.argmin(dim, keepdim))
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
         """Index of the largest value (the first one; a NaN counts as largest), flat or along
         ``dim``."""
-        if dim is None:
-            idx = np.argmax(self.data)
+        if dim is None:  # keepdim keeps every dim as size 1, as PyTorch
+            idx = np.argmax(self.data, keepdims=keepdim)
         else:  # a 0-d tensor has dims 0 and -1, both at index 0
             d = wrap_dim(dim, self.ndim)
             idx = np.argmax(self.data, axis=d, keepdims=keepdim) if self.ndim else 0
@@ -616,7 +621,7 @@ class Tensor:
 
     def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
         if dim is None:
-            idx = np.argmin(self.data)
+            idx = np.argmin(self.data, keepdims=keepdim)
         else:
             d = wrap_dim(dim, self.ndim)
             idx = np.argmin(self.data, axis=d, keepdims=keepdim) if self.ndim else 0
@@ -780,8 +785,11 @@ def _collect_formats(x: Any, found: list) -> None:
         found.append(_dtype_format(torch_to_numpy(x.detach().cpu()).dtype))
     elif isinstance(x, (bool, numbers.Integral)):
         found.append(None)
-    else:
+    elif isinstance(x, numbers.Real) or isinstance(x, decimal.Decimal):
         found.append(fp32)  # Python floats, Fractions, Decimals: the default dtype
+    else:
+        # None, strings, objects: PyTorch's message (numpy would turn None into NaN)
+        raise RuntimeError(f"Could not infer dtype of {type(x).__name__}")
 
 
 def infer_format(data: Any) -> Format | None:
