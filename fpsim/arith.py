@@ -288,7 +288,9 @@ def _require_mul(f: Format, op: str) -> None:
 
 # ---- operands ----------------------------------------------------------------------------------
 def _is_python_scalar(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """Python numbers (bool, int, float, Fraction, Decimal): a Python float comes out, and they
+    do not decide the container (as in numpy)."""
+    return isinstance(x, (int, float, Fraction, decimal.Decimal))
 
 
 def _is_device(x: Any) -> bool:
@@ -339,6 +341,8 @@ def _is_exact_input(x: Any) -> bool:
         return False
     if isinstance(x, (numbers.Integral, Fraction, decimal.Decimal)):
         return True
+    if isinstance(x, (list, tuple)):  # a list of Python ints: read as an integer array
+        return np.asarray(x).dtype.kind in "iu"
     return isinstance(x, np.ndarray) and x.dtype.kind in "iu"
 
 
@@ -350,7 +354,8 @@ def _operand(
     if round_inputs and _is_exact_input(x):
         # integers beyond 2^53, Fraction, Decimal: rounded once from their exact value (through
         # float64 they would be rounded twice)
-        return np.asarray(round_to(x, f), dtype=np.float64), np.ndim(x) == 0
+        src = np.asarray(x) if isinstance(x, (list, tuple)) else x
+        return np.asarray(round_to(src, f), dtype=np.float64), np.ndim(x) == 0
     arr, is_scalar = _as_array(x, name)
     if round_inputs:
         src = arr if f.fits_in(arr.dtype) else arr.astype(np.float64)

@@ -603,3 +603,13 @@ def test_neighbours_follow_the_container_rule_and_torch_tensors_are_read():
     torch = pytest.importorskip("torch")
     t = torch.tensor([1.0, -2.0], dtype=torch.bfloat16)
     assert fpsim.to_bits(t, "bf16").tolist() == [0x3F80, 0xC000]  # bf16 1.0 and -2.0, by hand
+
+
+def test_arith_python_numbers_give_python_floats_and_int_lists_round_exactly():
+    from fpsim import arith
+
+    for r in (arith.add(True, 0.0, "fp16"), arith.add(Fraction(1, 3), 0.0, "fp16", round_inputs=True),
+              arith.neg(Decimal("0.1"), "fp16", round_inputs=True)):  # fmt: skip
+        assert type(r) is float
+    assert arith.add(Fraction(1, 3), 0.0, "fp16", round_inputs=True) == round_rational(Fraction(1, 3), "fp16")
+    assert arith.add([2**60 + 2**36 + 1], [0], "fp32", round_inputs=True).tolist() == [2**60 + 2**37]
