@@ -13,23 +13,12 @@ several runs, all in one process.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 import tracemalloc
 
 import numpy as np
+from bench_round import median_ns  # the same timing rule (warm-up, median); run from benchmarks/
 
 import fpsim
-
-
-def median_ns(fn, n: int, repeat: int) -> float:
-    fn()  # warm up (compiles, or loads the numba cache)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) / n * 1e9
 
 
 def peak_over_result(fn) -> float:

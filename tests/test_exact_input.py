@@ -107,18 +107,25 @@ def _values(f, container, seed: int, n: int = 160) -> np.ndarray:
     return np.concatenate([v, e, nb.astype(container)])
 
 
+def builtin_examples(seed: int, subnormals: bool, saturate: bool):
+    """Hypothesis examples for every built-in format: float32-held ones in float32 (with the
+    given flags), and a few in float64 (default flags), so the fast paths are always hit."""
+    cases = [(f, np.float32, subnormals, saturate) for f in
+             (fpsim.bf16, fpsim.tf32, fpsim.fp16, fpsim.fp8_e4m3, fpsim.fp8_e5m2, fpsim.fp32)]
+    cases += [(f, np.float64, True, False)
+              for f in (fpsim.bf16, fpsim.fp32, fpsim.fp64, fpsim.Format(11, 40))]  # fmt: skip
+
+    def apply(test):
+        for f, c, sub, sat in cases:
+            test = example((f, c), seed if c == np.float32 else 2, sub, sat)(test)
+        return test
+
+    return apply
+
+
 @settings(max_examples=60, deadline=None)
 @given(format_and_container(), st.integers(0, 2**32), st.booleans(), st.booleans())
-@example((fpsim.bf16, np.float32), 3, False, True)
-@example((fpsim.tf32, np.float32), 3, False, True)
-@example((fpsim.fp16, np.float32), 3, False, True)
-@example((fpsim.fp8_e4m3, np.float32), 3, False, True)
-@example((fpsim.fp8_e5m2, np.float32), 3, False, True)
-@example((fpsim.fp32, np.float32), 3, False, True)
-@example((fpsim.bf16, np.float64), 2, True, False)
-@example((fpsim.fp32, np.float64), 2, True, False)
-@example((fpsim.fp64, np.float64), 2, True, False)
-@example((fpsim.Format(11, 40), np.float64), 2, True, False)
+@builtin_examples(seed=3, subnormals=False, saturate=True)
 def test_random_formats_every_mode_against_exact_rationals(fc, seed, subnormals, saturate):
     f, container = fc
     x = _values(f, container, seed)
@@ -405,16 +412,7 @@ def _value_oracle(code: int, f) -> float:
 
 @settings(max_examples=40, deadline=None)
 @given(format_and_container(), st.integers(0, 2**32), st.booleans(), st.booleans())
-@example((fpsim.bf16, np.float32), 1, True, False)
-@example((fpsim.tf32, np.float32), 1, True, False)
-@example((fpsim.fp16, np.float32), 1, True, False)
-@example((fpsim.fp8_e4m3, np.float32), 1, True, False)
-@example((fpsim.fp8_e5m2, np.float32), 1, True, False)
-@example((fpsim.fp32, np.float32), 1, True, False)
-@example((fpsim.bf16, np.float64), 2, True, False)
-@example((fpsim.fp32, np.float64), 2, True, False)
-@example((fpsim.fp64, np.float64), 2, True, False)
-@example((fpsim.Format(11, 40), np.float64), 2, True, False)
+@builtin_examples(seed=1, subnormals=True, saturate=False)
 def test_to_bits_fast_and_general_paths_against_fields(fc, seed, subnormals, saturate):
     f, container = fc
     x = _values(f, container, seed)
