@@ -62,9 +62,8 @@ def main() -> None:
     print("-" * len(header))
     for name, dt in ML_DTYPES.items():
         f = fpsim.get_format(name)
-        lay = (8, 23, 127, 0)
-        e, m, b, _, _, fn = f.kernel_params
-        params = lay + (e, m, b, fn) + lay + (0, 1, 0, 0)
+        lay = fpsim.fp32.record
+        params = (lay, f.record, lay, 0, 1, 0, 0)
         # the kernel into a preallocated output (what copyto is compared with) ...
         t_kernel = median_ns(
             lambda params=params: cpu.convert_array(src, dst, params), n, args.repeat

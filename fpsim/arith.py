@@ -193,7 +193,7 @@ import numpy as np
 
 from .containers import result_dtype
 from .core import _as_container, _is_device_array, _mode_code, _seed_value, round_to
-from .formats import Format, FormatLike, get_format
+from .formats import Format, FormatLike, fp32, fp64, get_format
 from .inspect import exact_decimal
 from .kernels import scalar
 
@@ -228,13 +228,12 @@ _OP_NAMES = {
 
 
 # ---- formats and their preconditions -------------------------------------------------------------
-def _params(f: Format) -> tuple[int, int, int, int]:
-    e, m, bias, _, _, fn = f.kernel_params
-    return (e, m, bias, fn)
+def _params(f: Format) -> scalar.FormatRecord:
+    return f.record
 
 
 def _is_binary64(f: Format) -> bool:
-    return (f.exp_bits, f.man_bits, f.bias, f.style) == (11, 52, 1023, "ieee")
+    return f == fp64
 
 
 def _require_add(f: Format, what: str = "add/sub in") -> None:
@@ -812,8 +811,7 @@ def _blas_reason(f, a_fmt, mode, subnormals, saturate, device) -> str | None:
     """Why order="blas" cannot be used here (None when it can)."""
     if device:
         return "order='blas' is for host (numpy) arrays"
-    layout = (a_fmt.exp_bits, a_fmt.man_bits, a_fmt.bias, a_fmt.style)
-    if layout not in ((8, 23, 127, "ieee"), (11, 52, 1023, "ieee")):
+    if a_fmt not in (fp32, fp64):
         return f"order='blas' needs acc='fp32' or acc='fp64', got {a_fmt.name}"
     if mode != scalar.NEAREST_EVEN or not subnormals or saturate:
         return "order='blas' rounds to nearest even, with subnormals and without saturation"
@@ -1413,7 +1411,7 @@ def trace_sum(
         )
 
     def add_acc(p, t):  # the kernels' accumulator addition, as plain Python
-        r = scalar.add_rounded(p, t, *pa, mode, sub_i, sat_i, rand(2 * counter[0] + 1))
+        r = scalar.add_rounded(p, t, pa, mode, sub_i, sat_i, rand(2 * counter[0] + 1))
         counter[0] += 1
         record(p, t, r)
         return r
@@ -1421,7 +1419,7 @@ def trace_sum(
     if n == 0:
         s = 0.0
     elif not pairwise:
-        s = scalar.round_value(vals[0], *pa, mode, sub_i, sat_i, rand(1))
+        s = scalar.round_value(vals[0], pa, mode, sub_i, sat_i, rand(1))
         counter[0] = 1
         record(None, vals[0], s)
         for t in vals[1:]:
@@ -1437,9 +1435,9 @@ def trace_sum(
             return add_acc(left, right)
 
         if n == 1:
-            s = scalar.round_value(vals[0], *pa, mode, sub_i, sat_i, rand(1))
+            s = scalar.round_value(vals[0], pa, mode, sub_i, sat_i, rand(1))
             record(None, vals[0], s)
         else:
             s = rec(0, n)
-    result = scalar.round_value(s, *_params(out_f), mode, sub_i, sat_i, rand(2 * n))
+    result = scalar.round_value(s, _params(out_f), mode, sub_i, sat_i, rand(2 * n))
     return SumTrace(steps, result, a_fmt, out_f, order)

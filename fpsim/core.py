@@ -58,11 +58,6 @@ _CONTAINER = {
 }
 
 
-def _layout(f: Format) -> tuple[int, int, int, int]:
-    e, m, bias, _, _, fn = f.kernel_params
-    return (e, m, bias, fn)
-
-
 def _mode_code(rounding: str) -> int:
     try:
         return ROUNDING_MODES[rounding]
@@ -148,19 +143,23 @@ def _round_rational(
     """Round the exact rational ``q`` to ``f`` by the definition (the float64 of the result).
 
     The same rules as :func:`scalar.convert` (gradual underflow, then overflow and flush-to-zero
-    after rounding), and for stochastic rounding the same random-bits comparison: up when
-    ``rand62 < ceil(fraction × 2^62)``.
+    after rounding; ties to the even *code*; negatives are NaN in an unsigned format, 0 is NaN
+    and tiny values the smallest value in one without zero), and for stochastic rounding the
+    same random-bits comparison: up when ``rand62 < ceil(fraction × 2^62)``.
     """
     if q == 0:
-        return 0.0  # an integer or rational zero has no sign: +0
+        return 0.0 if f.has_zero else math.nan  # an integer or rational zero has no sign: +0
     neg = q < 0
+    if neg and not f.signed:
+        return math.nan
     a = -q if neg else q
     # 1. The binade: 2^e <= a < 2^(e+1), found exactly from the bit lengths.
     e = a.numerator.bit_length() - a.denominator.bit_length()
     if Fraction(2) ** e > a:
         e -= 1
     # 2. The quantum of the format at a (fixed at 2^(emin - man_bits) below the normal range).
-    quantum = Fraction(2) ** (max(e, f.emin) - f.man_bits)
+    qexp = max(e, f.emin) - f.man_bits
+    quantum = Fraction(2) ** qexp
     n = a / quantum
     k = n.numerator // n.denominator
     rem = n - k  # the discarded fraction of a quantum, in [0, 1)
@@ -168,7 +167,10 @@ def _round_rational(
     if rem != 0:
         half = Fraction(1, 2)
         if mode == scalar.NEAREST_EVEN:
-            k += rem > half or (rem == half and k % 2 == 1)
+            # the lower neighbour's code is odd: its last fraction bit, or with no fraction
+            # bits the last bit of its biased exponent (its code 0 when k is 0)
+            odd = k % 2 == 1 if f.man_bits else (k == 1 and (qexp + f.bias) % 2 == 1)
+            k += rem > half or (rem == half and odd)
         elif mode == scalar.NEAREST_AWAY:
             k += rem >= half
         elif mode == scalar.UP:
@@ -187,12 +189,15 @@ def _round_rational(
             or mode == scalar.TOWARD_ZERO
             or (mode == scalar.UP and neg)
             or (mode == scalar.DOWN and not neg)
+            or not (f.has_inf or f.has_nan)
         )
         if to_max:
             return sign * f.max
         return sign * math.inf if f.has_inf else math.copysign(math.nan, sign)
-    if mag == 0 or (subnormals == 0 and mag < Fraction(f.min_normal)):
-        return math.copysign(0.0, sign)
+    if mag == 0 or (subnormals == 0 and f.has_subnormals and mag < Fraction(f.min_normal)):
+        if not f.has_zero:
+            return sign * f.smallest_subnormal  # below the smallest value; there is no zero
+        return math.copysign(0.0, sign if f.has_negzero else 1.0)
     return sign * float(mag)  # exact: every value of the format is a float64
 
 
@@ -274,7 +279,7 @@ def _round_exact_input(
     else:
         from .kernels import cpu
 
-        cpu.round_integers(flat, out, _layout(f) + (mode, subnormals, saturate, seed))
+        cpu.round_integers(flat, out, (f.record, mode, subnormals, saturate, seed))
     return out.reshape(arr.shape)
 
 
@@ -367,8 +372,8 @@ def round_to(
     container, int_dt = _CONTAINER[arr.dtype]
     src = np.ascontiguousarray(arr).reshape(-1).view(int_dt)
     out = np.empty_like(src)
-    lay = _layout(container)
-    params = lay + _layout(f) + lay + (mode, sub, sat, seed_v)
+    lay = container.record
+    params = (lay, f.record, lay, mode, sub, sat, seed_v)
     _run(src, out, params, "cpu" if backend in ("auto", "cuda") else backend)
     return _in_kind_of(x, out.view(arr.dtype).reshape(arr.shape), f)
 
@@ -426,6 +431,8 @@ def to_bits(
         # Already rounded: encoding a value of the format is exact in any mode.
         x, mode, sub, sat, seed_v = exact, scalar.NEAREST_EVEN, 1, 0, 0
     arr, is_scalar = _as_container(x)
+    if not f.has_nan:
+        _refuse_unencodable(arr, f)
     if not f.fits_in(arr.dtype):
         arr = arr.astype(np.float64)  # exact; the kernels' fast paths need the format inside
     container, int_dt = _CONTAINER[arr.dtype]
@@ -433,7 +440,7 @@ def to_bits(
     # The kernel stores each code's two's-complement reading into a signed view of the unsigned
     # result: the store keeps exactly the low ``bits`` bits, which are the code.
     out = np.empty(src.shape, _code_dtype(f))
-    params = _layout(container) + _layout(f) + _layout(f) + (mode, sub, sat, seed_v)
+    params = (container.record, f.record, f.record, mode, sub, sat, seed_v)
     _run(src, _signed_view(out), params, backend)
     if f.bits < 8 * out.itemsize:
         # A format narrower than its code dtype (fp6 in uint8, tf32 in uint32): the store
@@ -441,6 +448,20 @@ def to_bits(
         np.bitwise_and(out, out.dtype.type((1 << f.bits) - 1), out=out)
     codes = out.reshape(arr.shape)
     return codes[()] if is_scalar else codes
+
+
+def _refuse_unencodable(arr: np.ndarray, f: Format) -> None:
+    """A format without NaN (FP4, FP6) has no code for NaN, nor, if unsigned, for negatives."""
+    bad = np.isnan(arr)
+    if not f.signed:
+        bad |= arr < 0
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0]) if arr.ndim else ()
+        what = "NaN" if np.isnan(arr[where]) else "a negative number"
+        raise ValueError(
+            f"{f.name} has no NaN, so no code for {what} (at index {where}); round_to keeps NaN "
+            "as the container's NaN, to_bits cannot"
+        )
 
 
 def from_bits(codes: Any, fmt: FormatLike, dtype: Any = None, *, backend: str = "cpu") -> Any:
@@ -481,7 +502,7 @@ def from_bits(codes: Any, fmt: FormatLike, dtype: Any = None, *, backend: str = 
 
         cpu.decode_table(src, _decode_table(f, dt), out)
     else:
-        params = _layout(f) + _layout(container) + _layout(container) + (0, 1, 0, 0)
+        params = (f.record, container.record, container.record, 0, 1, 0, 0)
         _run(src, out, params, backend)
     res = out.view(dt).reshape(c.shape)
     return res[()] if is_scalar else res
@@ -493,7 +514,7 @@ def _decode_table(f: Format, dt: np.dtype) -> np.ndarray:
     container, int_dt = _CONTAINER[dt]
     codes = np.arange(1 << f.bits, dtype=np.int64)
     table = np.empty(codes.shape, int_dt)
-    params = _layout(f) + _layout(container) + _layout(container) + (0, 1, 0, 0)
+    params = (f.record, container.record, container.record, 0, 1, 0, 0)
     _run(codes, table, params, "cpu")
     table.flags.writeable = False
     return table
@@ -514,18 +535,30 @@ def _step(x: Any, fmt: FormatLike, direction: int) -> Any:
     # 2. One code further. Codes of one sign are ordered like magnitudes, so the step changes
     #    the magnitude by one code: outward (+1) when the sign agrees with the direction.
     codes = np.asarray(to_bits(y, f)).astype(np.uint64)
-    sign_bit = np.uint64(1 << (f.bits - 1))
-    neg = (codes & sign_bit) != 0
-    mag = codes & (sign_bit - np.uint64(1))
-    outward = (direction > 0) != neg
+    width = f.exp_bits + f.man_bits
     one = np.uint64(1)
+    sign_bit = np.uint64(1 << width) if f.signed else np.uint64(0)
+    neg = (codes & sign_bit) != 0
+    mag = codes & np.uint64((1 << width) - 1)
+    outward = (direction > 0) != neg
+    is_zero = (mag == 0) & f.has_zero
     mag2 = np.where(outward, mag + one, np.maximum(mag, one) - one)
-    # From ±0 the step goes to the smallest subnormal of the direction's sign.
-    neg2 = np.where(mag == 0, direction < 0, neg)
-    mag2 = np.where(mag == 0, one, mag2)
+    # From ±0 the step goes to the smallest positive value of the direction's sign.
+    neg2 = np.where(is_zero, direction < 0, neg)
+    mag2 = np.where(is_zero, one, mag2)
+    # Inward from the smallest value of a format without zero (E8M0) crosses to the other sign.
+    cross = (mag == 0) & ~outward & (not f.has_zero)
+    neg2 = np.where(cross, ~neg, neg2)
+    # Where there is no -0 (fnuz, unsigned), stepping in to zero gives +0.
+    neg2 = np.where((mag2 == 0) & ~cross & (not f.has_negzero), False, neg2)
     new = np.where(neg2, mag2 | sign_bit, mag2).astype(np.uint64)
-    # Past the largest finite value the next code is inf (ieee) or the NaN code (fn): no value.
     res = np.asarray(from_bits(new, f, dtype=y.dtype))
+    # No value: past the largest finite value (inf where the format has it, else NaN), below
+    # zero in an unsigned format, beyond ±inf.
+    past_max = (mag2 > np.uint64(f.record.max_mag)) & ~np.isinf(y)
+    beyond = np.inf if f.has_inf else np.nan
+    res = np.where(past_max, np.where(neg2, -beyond, beyond), res)
+    res = np.where(neg2 & (not f.signed), np.nan, res)
     res = np.where(np.isinf(y) & outward, y, res)  # nothing lies beyond ±inf
     res = np.where(np.isnan(y), np.nan, res).astype(y.dtype)
     return _in_kind_of(x, res, f)

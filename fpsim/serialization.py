@@ -7,7 +7,7 @@ dicts (keys of those scalar types or tuples; an ``OrderedDict`` stays one), nump
 scalars (not of ``object`` dtype), fpsim Tensors (``nn.Parameter`` stays one) and Formats.
 A model or optimizer itself is refused: save its ``state_dict()``.
 
-Every Tensor comes back with its format (name, exponent and mantissa bits, bias, style) and
+Every Tensor comes back with its format (name, exponent and mantissa bits, bias, specials) and
 its values bit for bit: fpsim holds each value exactly in the format's container (float32 for
 fp16, bf16, fp8, tf32, fp32; float64 for fp64), and the file stores that container's bytes, so
 a bf16 or fp8 value, a subnormal, -0.0 and a NaN's payload all survive. An object that appears
@@ -21,8 +21,10 @@ themselves and a JSON object is a dict of string keys, unless its key starts wit
 ``{"$dict": [[key, value], ...]}`` (other keys), ``{"$odict": [[key, value], ...]}``,
 ``{"$array": "0.npy"}``, ``{"$scalar": "1.npy"}`` (a 0-d array read back as a numpy scalar),
 ``{"$format": {...}}`` and ``{"$tensor": "2.npy", "format": {"name": "bf16", "exp_bits": 8,
-"man_bits": 7, "bias": 127, "style": "ieee"}, "requires_grad": false, "parameter": false}``
-(``"format": null`` for an integer tensor). Loading reads JSON and ``.npy`` files with
+"man_bits": 7, "bias": 127, "has_inf": true, "nan": "ieee", "has_subnormals": true, "signed":
+true}, "requires_grad": false, "parameter": false}`` (``"format": null`` for an integer tensor;
+a format written as ``"style": "ieee"`` by fpsim before formats had these properties is read
+too). Loading reads JSON and ``.npy`` files with
 ``allow_pickle=False``: it runs no code from the file, so a checkpoint from elsewhere is safe to
 open.
 
@@ -78,7 +80,10 @@ def _format_node(f: Format) -> dict:
         "exp_bits": f.exp_bits,
         "man_bits": f.man_bits,
         "bias": f.bias,
-        "style": f.style,
+        "has_inf": f.has_inf,
+        "nan": f.nan,
+        "has_subnormals": f.has_subnormals,
+        "signed": f.signed,
     }
 
 
@@ -227,9 +232,11 @@ class _Decoder:
 
     def format(self, node: Any) -> Format:
         try:
-            f = Format(
-                node["exp_bits"], node["man_bits"], node["bias"], node["style"], node["name"]
-            )
+            if "style" in node:  # files written before formats had explicit properties
+                props = {"style": node["style"]}
+            else:
+                props = {k: node[k] for k in ("has_inf", "nan", "has_subnormals", "signed")}
+            f = Format(node["exp_bits"], node["man_bits"], node["bias"], name=node["name"], **props)
         except (KeyError, TypeError, ValueError) as e:
             raise self.corrupt(f"bad format {node!r} ({e})") from None
         if f.name in list_formats() and get_format(f.name) == f:

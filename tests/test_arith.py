@@ -572,7 +572,7 @@ def test_pure_python_scalar_code_equals_cpu_kernels():
     rng = np.random.default_rng(59)
     for fmt in ("fp16", "bf16", "fp8_e5m2", "fp32"):
         f = fpsim.get_format(fmt)
-        params = (f.exp_bits, f.man_bits, int(f.bias), int(f.style == "fn"))
+        params = f.record
         for op in OPS:
             args = operands(fmt, op, 60, seed=rng.integers(1 << 30))
             code = getattr(scalar, f"OP_{op.upper()}")
@@ -580,7 +580,7 @@ def test_pure_python_scalar_code_equals_cpu_kernels():
                 got = FN[op](*args, fmt, rounding=mode, seed=SEED)
                 m = fpsim.ROUNDING_MODES[mode]
                 full = list(args) + [args[0]] * (3 - len(args))
-                py = [scalar.arith_op(code, *(float(x[i]) for x in full), *params, m, 1, 0,
+                py = [scalar.arith_op(code, *(float(x[i]) for x in full), params, m, 1, 0,
                                       scalar.random62(SEED, i) if m == scalar.STOCHASTIC else 0)
                       for i in range(60)]  # fmt: skip
                 assert_same(got, py, args, f"python {op} {fmt} {mode}")

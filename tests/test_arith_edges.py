@@ -39,7 +39,7 @@ DEEP = [fpsim.Format(11, 10, bias=1030), fpsim.Format(11, 20, bias=1040)]
 
 
 def params(f):
-    return (f.exp_bits, f.man_bits, int(f.bias), int(f.style == "fn"))
+    return f.record
 
 
 def value(f, field, frac, neg=False):

@@ -85,14 +85,19 @@ def test_unknown_names_are_clear_errors():
 
 
 @pytest.mark.parametrize(
-    "args,msg",
-    [((1, 3), "exp_bits"), ((12, 3), "exp_bits"), ((5, 0), "man_bits"), ((5, 53), "man_bits")],
-)
-def test_invalid_formats(args, msg):
+    "args,kwargs,msg",
+    [((0, 3), {}, "exp_bits"), ((12, 3), {}, "exp_bits"), ((5, -1), {}, "man_bits"),
+     ((5, 53), {}, "man_bits"), ((5, 2), {"style": "x"}, "style"),
+     ((5, 0), {}, "nan='ieee' needs man_bits >= 1"),
+     ((4, 3), {"style": "fnuz", "signed": False}, "needs a sign bit"),
+     ((4, 3), {"has_subnormals": False}, "only defined for man_bits=0"),
+     ((1, 3), {}, "no normal binade"),  # IEEE style: the one exponent code is inf/NaN
+     ((4, 3), {"style": "fn", "nan": "ieee"}, "give a style or the properties"),
+     ((4, 3), {"nan": "payload"}, "nan must be one of")],
+)  # fmt: skip
+def test_invalid_formats(args, kwargs, msg):
     with pytest.raises(ValueError, match=msg):
-        Format(*args)
-    with pytest.raises(ValueError, match="style"):
-        Format(5, 2, style="fnuz")
+        Format(*args, **kwargs)
 
 
 def test_format_is_frozen_and_hashable():

@@ -379,18 +379,17 @@ def test_vectorised_nearest_even_equals_general_routine():
     bits = x.view(np.int32)
     for fmt in ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2", TEXTBOOK, "tf32"]:
         f = fpsim.get_format(fmt)
-        e, m, b, _, _, fn = f.kernel_params
+        c32, r = fpsim.fp32.record, f.record
         if f.exp_bits == 8 and f.bias == 127:  # bf16, tf32: the add-and-mask form too
             for v in bits:
-                fast = scalar.round_nearest_even_same_range(int(v), 8, 23, m)
-                slow = scalar.convert(int(v), 8, 23, 127, 0, e, m, 127, 0, 8, 23, 127, 0, 0, 1, 0, 0)
+                fast = scalar.round_nearest_even_same_range(int(v), 8, 23, f.man_bits)
+                slow = scalar.convert(int(v), c32, r, c32, 0, 1, 0, 0)
                 assert fast == slow or (np.isnan(np.int32(fast).view(np.float32)) and np.isnan(np.int32(slow).view(np.float32)))
         for sub in (0, 1):
             for sat in (0, 1):
-                consts = scalar.nearest_even_constants(8, 23, 127, e, m, b, fn, sub, sat)
+                consts = scalar.nearest_even_constants(c32, r, sub, sat)
                 for v in bits:
-                    fast = scalar.round_nearest_even_bits(int(v), 8, 23, 127, m, b, *consts)
-                    slow = scalar.convert(int(v), 8, 23, 127, 0, e, m, b, fn, 8, 23, 127, 0,
-                                          scalar.NEAREST_EVEN, sub, sat, 0)  # fmt: skip
+                    fast = scalar.round_nearest_even_bits(int(v), c32, f.man_bits, f.bias, consts)
+                    slow = scalar.convert(int(v), c32, r, c32, scalar.NEAREST_EVEN, sub, sat, 0)
                     assert fast == slow or (np.isnan(np.int32(fast).view(np.float32))
                                             and np.isnan(np.int32(slow).view(np.float32)))  # fmt: skip

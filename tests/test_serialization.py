@@ -221,7 +221,8 @@ def test_file_is_an_npz_with_a_json_manifest(tmp_path):
     assert manifest["fpsim_save"] == 1 and manifest["object"]["n"] == 3
     assert manifest["object"]["w"] == {
         "$tensor": "0.npy", "requires_grad": False, "parameter": False,
-        "format": {"name": "fp8_e4m3", "exp_bits": 4, "man_bits": 3, "bias": 7, "style": "fn"},
+        "format": {"name": "fp8_e4m3", "exp_bits": 4, "man_bits": 3, "bias": 7, "has_inf": False,
+                   "nan": "all_ones", "has_subnormals": True, "signed": True},
     }  # fmt: skip
     assert np.load(path)["0"].tolist() == [1.0, 2.0]
 

@@ -336,8 +336,9 @@ def clear_autocast_cache() -> None:
 
 
 def _autocast_supported(fmt: Format) -> bool:
-    """Formats autocast accepts as its dtype: any format narrower than fp32 that fp32 holds."""
-    return fmt != fp32 and contains(fp32, fmt)
+    """Formats autocast accepts as its dtype: any format narrower than fp32 that fp32 holds,
+    signed and with a zero (not a scale format such as E8M0)."""
+    return fmt != fp32 and contains(fp32, fmt) and fmt.signed and fmt.has_zero
 
 
 # ---- the dispatch policy ---------------------------------------------------------------------

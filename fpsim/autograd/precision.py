@@ -73,15 +73,7 @@ def acc_dtype(fmt: Format) -> np.dtype:
 
 def contains(a: Format, b: Format) -> bool:
     """True when every value of ``b`` is a value of ``a`` (so converting b -> a is exact)."""
-    if a == b:
-        return True
-    return (
-        a.man_bits >= b.man_bits
-        and a.emin <= b.emin
-        and a.emin - a.man_bits <= b.emin - b.man_bits
-        and a.max >= b.max
-        and (a.has_inf or not b.has_inf)
-    )
+    return a.contains(b)
 
 
 def promote_formats(fmts: Iterable[Format]) -> Format:

@@ -239,6 +239,11 @@ def low_format(purpose: str) -> Callable[[str], object]:
         from fpsim.formats import fp32
 
         f = format_arg(text)
+        if not (f.signed and f.has_zero):
+            raise argparse.ArgumentTypeError(
+                f"{f.name} is a scale format (unsigned, no zero), not one for values; this demo "
+                f"needs a signed format narrower than fp32 (fp16, bf16, fp8_e4m3, ...): {purpose}"
+            )
         if f == fp32 or not contains(fp32, f):
             why = "it is fp32 itself" if f == fp32 else "fp32 does not hold all its values"
             raise argparse.ArgumentTypeError(

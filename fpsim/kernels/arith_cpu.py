@@ -46,6 +46,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from . import scalar
+from .record import FLOAT64, FormatRecord, unflatten
 
 BLOCK = 16384  # elements per parallel task (elementwise kernels)
 # Below this many elements one thread is faster than waking the pool: on a small or busy machine
@@ -55,97 +56,91 @@ STACK = 64  # levels of the pairwise stack: enough for 2^64 terms
 
 
 @register_jitable
-def _constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate):
-    """``scalar.nearest_even_constants`` behind an ordinary call (inlining that function twice
-    into one kernel trips a numba IR check); computed once per block, so the call is free."""
-    return scalar.nearest_even_constants(
-        c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate
-    )
+def _constants(fmt, subnormals, saturate):
+    """``scalar.nearest_even_constants`` in float64 behind an ordinary call (inlining that
+    function twice into one kernel trips a numba IR check); computed once per block, so the
+    call is free."""
+    return scalar.nearest_even_constants(FLOAT64, fmt, subnormals, saturate)
 
 
 @register_jitable
-def _rne(t, fmt_m, fmt_b, max_pat, ovf_pat, inf_pat, nan_pat, low_pat):
-    """Round the float64 ``t`` to the format, nearest even, branch-free (float64 result)."""
+def _rne(t, fmt, k):
+    """Round the float64 ``t`` to the format, nearest even, branch-free (float64 result); ``k``
+    is :func:`_constants`."""
     bits = scalar.round_nearest_even_bits(
-        scalar.float64_to_bits(t),
-        11,
-        52,
-        1023,
-        fmt_m,
-        fmt_b,
-        max_pat,
-        ovf_pat,
-        inf_pat,
-        nan_pat,
-        low_pat,
+        scalar.float64_to_bits(t), FLOAT64, fmt.man_bits, fmt.bias, k
     )
     return scalar.bits_to_float64(bits)
 
 
 @register_jitable
-def _fast_ok(fmt_m, fmt_b):
+def _fast_ok(fmt):
     """Whether the branch-free nearest-even rounding is exact for this format in float64."""
-    return scalar.nearest_even_fast_ok(52, 1023, fmt_m, fmt_b)
+    return scalar.nearest_even_fast_ok(FLOAT64, fmt)
+
+
+def _record(p) -> FormatRecord:
+    """A format record of Python ints (one numba type for every format)."""
+    return FormatRecord(*(int(v) for v in p))
 
 
 # ---- input check -------------------------------------------------------------------------------
 @register_jitable
-def _count_bad(s, fmt_e, fmt_m, fmt_b, fmt_fn):
+def _count_bad(s, fmt):
     """How many non-NaN elements of ``s`` are not values of the format: rounding to nearest
     changes exactly those (NaN is a value of every format)."""
     bad = 0
-    if _fast_ok(fmt_m, fmt_b):
-        mp, op, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
+    if _fast_ok(fmt):
+        kc = _constants(fmt, 1, 0)
         for i in range(s.size):
             v = np.float64(s[i])
             b = scalar.float64_to_bits(v)
-            r = scalar.round_nearest_even_bits(b, 11, 52, 1023, fmt_m, fmt_b, mp, op, ip, np_, lp)
+            r = scalar.round_nearest_even_bits(b, FLOAT64, fmt.man_bits, fmt.bias, kc)
             bad += (r != b) & (v == v)
     else:
         for i in range(s.size):
             v = np.float64(s[i])
-            r = scalar.round_value(v, fmt_e, fmt_m, fmt_b, fmt_fn, scalar.NEAREST_EVEN, 1, 0, 0)
+            r = scalar.round_value(v, fmt, scalar.NEAREST_EVEN, 1, 0, 0)
             bad += (scalar.float64_to_bits(r) != scalar.float64_to_bits(v)) & (v == v)
     return bad
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _count_body(x, start, stop, fmt_e, fmt_m, fmt_b, fmt_fn):
-    return _count_bad(x[start:stop], fmt_e, fmt_m, fmt_b, fmt_fn)
+def _count_body(x, start, stop, fmt_t):
+    fmt = unflatten(fmt_t, 0)  # the record travels flat through the parallel loop
+    return _count_bad(x[start:stop], fmt)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _count_parallel(x, fmt_e, fmt_m, fmt_b, fmt_fn):
+def _count_parallel(x, fmt_t):
     nblocks = (x.size + BLOCK - 1) // BLOCK
     counts = np.zeros(nblocks, np.int64)
     for b in prange(nblocks):
-        counts[b] = _count_body(
-            x, b * BLOCK, min((b + 1) * BLOCK, x.size), fmt_e, fmt_m, fmt_b, fmt_fn
-        )
+        counts[b] = _count_body(x, b * BLOCK, min((b + 1) * BLOCK, x.size), fmt_t)
     return counts.sum()
 
 
 def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
     """Number of non-NaN elements of the contiguous 1-D float32/float64 array ``x`` that are not
-    exactly values of the format ``(exp_bits, man_bits, bias, fn)`` (any format; every float64
+    exactly values of the format (a FormatRecord) (any format; every float64
     is a binary64 value, so callers skip binary64)."""
-    e, m, b, fn = (int(p) for p in fmt_params)
+    fmt = tuple(_record(fmt_params))
     if x.size >= PARALLEL_MIN:
-        return int(_count_parallel(x, e, m, b, fn))
-    return int(_count_body(x, 0, x.size, e, m, b, fn))
+        return int(_count_parallel(x, fmt))
+    return int(_count_body(x, 0, x.size, fmt))
 
 
 # ---- round to nearest even, one thread (small arrays) ------------------------------------------
 @njit(cache=True, nogil=True, error_model="numpy")
-def _round_nearest_body(x, out, fmt_e, fmt_m, fmt_b, fmt_fn):
-    if _fast_ok(fmt_m, fmt_b):
-        mp, op_, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, 1, 0)
+def _round_nearest_body(x, out, fmt):
+    if _fast_ok(fmt):
+        kc = _constants(fmt, 1, 0)
         for i in range(x.size):
-            out[i] = _rne(np.float64(x[i]), fmt_m, fmt_b, mp, op_, ip, np_, lp)
+            out[i] = _rne(np.float64(x[i]), fmt, kc)
     else:
         ne = scalar.NEAREST_EVEN
         for i in range(x.size):
-            out[i] = scalar.round_value(np.float64(x[i]), fmt_e, fmt_m, fmt_b, fmt_fn, ne, 1, 0, 0)
+            out[i] = scalar.round_value(np.float64(x[i]), fmt, ne, 1, 0, 0)
 
 
 def round_nearest(x: np.ndarray, out: np.ndarray, fmt_params: tuple) -> None:
@@ -153,19 +148,18 @@ def round_nearest(x: np.ndarray, out: np.ndarray, fmt_params: tuple) -> None:
     too small for the thread pool of :func:`fpsim.round_to`. ``x`` and ``out``: C-contiguous
     1-D float32/float64 arrays of one size (``out`` float64 where the format does not fit in
     float32)."""
-    _round_nearest_body(x, out, *(int(p) for p in fmt_params))
+    _round_nearest_body(x, out, _record(fmt_params))
 
 
 # ---- elementwise -------------------------------------------------------------------------------
 @njit(cache=True, nogil=True, error_model="numpy")
-def _ew_body(
-    op, a, b, c, out, start, stop, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat, seed, nchk
-):
+def _ew_body(op, a, b, c, out, start, stop, fmt_t, mode, subn, sat, seed, nchk):
     """out[i] = op(a[i], b[i], c[i]) rounded to the format, for start <= i < stop.
 
     Returns how many of the first ``nchk`` operands' elements are not values of the format (the
     input check, fused into the same pass; 0 when ``nchk == 0``).
     """
+    fmt = unflatten(fmt_t, 0)  # the record travels flat through the parallel loop
     x = a[start:stop]
     y = b[start:stop]
     z = c[start:stop]
@@ -173,16 +167,16 @@ def _ew_body(
     n = x.size
     bad = 0
     if nchk >= 1:
-        bad += _count_bad(x, fmt_e, fmt_m, fmt_b, fmt_fn)
+        bad += _count_bad(x, fmt)
     if nchk >= 2:
-        bad += _count_bad(y, fmt_e, fmt_m, fmt_b, fmt_fn)
+        bad += _count_bad(y, fmt)
     if nchk >= 3:
-        bad += _count_bad(z, fmt_e, fmt_m, fmt_b, fmt_fn)
-    if mode == scalar.NEAREST_EVEN and _fast_ok(fmt_m, fmt_b):
-        mp, op_, ip, np_, lp = _constants(11, 52, 1023, fmt_e, fmt_m, fmt_b, fmt_fn, subn, sat)
+        bad += _count_bad(z, fmt)
+    if mode == scalar.NEAREST_EVEN and _fast_ok(fmt):
+        kc = _constants(fmt, subn, sat)
         # One loop per operation (the operation is loop-invariant): each is branch-free and
         # vectorises.
-        if (op == scalar.OP_ADD or op == scalar.OP_SUB) and fmt_m <= 24:
+        if (op == scalar.OP_ADD or op == scalar.OP_SUB) and fmt.man_bits <= 24:
             # Nearest-even only: when both operands are p-bit values and 53 >= 2p + 2, rounding
             # to nearest in float64 and then again to p bits equals rounding the exact sum once
             # (Figueroa, "When is double rounding innocuous?", SIGNUM 1995): the float64 sum is
@@ -191,31 +185,31 @@ def _ew_body(
             sgn = 1.0 if op == scalar.OP_ADD else -1.0
             for i in range(n):
                 t = np.float64(x[i]) + sgn * np.float64(y[i])
-                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+                o[i] = _rne(t, fmt, kc)
         elif op == scalar.OP_ADD:
             for i in range(n):
                 t = scalar.add_odd(np.float64(x[i]), np.float64(y[i]))
-                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+                o[i] = _rne(t, fmt, kc)
         elif op == scalar.OP_SUB:
             for i in range(n):
                 t = scalar.add_odd(np.float64(x[i]), -np.float64(y[i]))
-                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+                o[i] = _rne(t, fmt, kc)
         elif op == scalar.OP_MUL:
             for i in range(n):
                 t = np.float64(x[i]) * np.float64(y[i])
-                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+                o[i] = _rne(t, fmt, kc)
         elif op == scalar.OP_FMA:
             for i in range(n):
                 t = scalar.add_odd(np.float64(x[i]) * np.float64(y[i]), np.float64(z[i]))
-                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+                o[i] = _rne(t, fmt, kc)
         elif op == scalar.OP_DIV:
             for i in range(n):
                 t = scalar.div_float64(np.float64(x[i]), np.float64(y[i]))
-                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+                o[i] = _rne(t, fmt, kc)
         else:
             for i in range(n):
                 t = scalar.sqrt_float64(np.float64(x[i]))
-                o[i] = _rne(t, fmt_m, fmt_b, mp, op_, ip, np_, lp)
+                o[i] = _rne(t, fmt, kc)
         return bad
     for i in range(n):
         rand = scalar.random62(seed, start + i) if mode == scalar.STOCHASTIC else 0
@@ -224,10 +218,7 @@ def _ew_body(
             np.float64(x[i]),
             np.float64(y[i]),
             np.float64(z[i]),
-            fmt_e,
-            fmt_m,
-            fmt_b,
-            fmt_fn,
+            fmt,
             mode,
             subn,
             sat,
@@ -237,7 +228,7 @@ def _ew_body(
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def _ew_parallel(op, a, b, c, out, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat, seed, nchk):
+def _ew_parallel(op, a, b, c, out, fmt_t, mode, subn, sat, seed, nchk):
     nblocks = (a.size + BLOCK - 1) // BLOCK
     bad = np.zeros(nblocks, np.int64)
     for blk in prange(nblocks):
@@ -249,10 +240,7 @@ def _ew_parallel(op, a, b, c, out, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat,
             out,
             blk * BLOCK,
             min((blk + 1) * BLOCK, a.size),
-            fmt_e,
-            fmt_m,
-            fmt_b,
-            fmt_fn,
+            fmt_t,
             mode,
             subn,
             sat,
@@ -268,13 +256,13 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
     ``a, b, c, out``: C-contiguous 1-D arrays of one dtype (float32 or float64) and one size
     (pass ``a`` for operands an operation does not use). ``op``: ``scalar.OP_*``.
-    ``fmt_params``: ``(exp_bits, man_bits, bias, fn)``. Element ``i`` of a stochastic rounding
+    ``fmt_params``: the format's FormatRecord. Element ``i`` of a stochastic rounding
     uses ``random62(seed, i)``, as :func:`fpsim.round_to` does. ``check``: how many of the
     operands ``a, b, c`` to check, in the same pass, for values that are not values of the
     format (not for binary64, whose values every float64 is); returns the number found (the
     results are then meaningless).
     """
-    args = (int(op), a, b, c, out) + tuple(int(p) for p in fmt_params)
+    args = (int(op), a, b, c, out, tuple(_record(fmt_params)))
     args += (int(mode), int(subnormals), int(saturate), int(seed), int(check))
     if a.size >= PARALLEL_MIN:
         return int(_ew_parallel(*args))
@@ -284,21 +272,23 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
 @njit(cache=True, nogil=True, error_model="numpy")
 def _matmul_row(
-    A, B, out, bi, i, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, out_fn,
+    A, B, out, bi, i, acc_t, out_t,
     mode, subn, sat, seed, pairwise, rounded, unit_b,
 ):  # fmt: skip
     """Row ``out[bi, i, :]``: every column j reduced in the same fixed order (see matmul)."""
+    acc = unflatten(acc_t, 0)  # the records travel flat through the parallel loop
+    outf = unflatten(out_t, 0)
     K = A.shape[2]
     m = 1 if unit_b else B.shape[2]
     S = np.empty(m)  # the running accumulator of each column j
     T = np.empty(m)  # the current term of each column
     # The fast path rounds a float64 sum that overflowed like an infinite input: right unless
     # an IEEE-style accumulator saturates (overflow -> max, inf -> inf): see the module docstring.
-    fast = mode == scalar.NEAREST_EVEN and _fast_ok(acc_m, acc_b) and not (sat and acc_fn == 0)
+    fast = mode == scalar.NEAREST_EVEN and _fast_ok(acc) and not (sat and acc.inf_mag >= 0)
     stoch = mode == scalar.STOCHASTIC
     stride = 2 * K + 1  # rounding events per output element (see matmul's docstring)
     base = (bi * A.shape[1] + i) * m  # flat index of out[bi, i, 0]
-    mp, op_, ip, np_, lp = _constants(11, 52, 1023, acc_e, acc_m, acc_b, acc_fn, subn, sat)
+    kc = _constants(acc, subn, sat)
     if pairwise:
         stack = np.empty((STACK, m))
     else:
@@ -317,35 +307,35 @@ def _matmul_row(
         if rounded:
             if fast:
                 for j in range(m):
-                    T[j] = _rne(T[j], acc_m, acc_b, mp, op_, ip, np_, lp)
+                    T[j] = _rne(T[j], acc, kc)
             else:
                 for j in range(m):
                     rand = scalar.random62(seed, (base + j) * stride + 2 * k) if stoch else 0
                     T[j] = scalar.round_value(
-                        T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                        T[j], acc, mode, subn, sat, rand
                     )
         if not pairwise:
             # 2a. Sequential: S = round(S + T), left to right; the first term is rounded alone.
             if k == 0:
                 if fast:
                     for j in range(m):
-                        S[j] = _rne(T[j], acc_m, acc_b, mp, op_, ip, np_, lp)
+                        S[j] = _rne(T[j], acc, kc)
                 else:
                     for j in range(m):
                         rand = scalar.random62(seed, (base + j) * stride + 1) if stoch else 0
                         S[j] = scalar.round_value(
-                            T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                            T[j], acc, mode, subn, sat, rand
                         )
             elif fast:
                 for j in range(m):
                     t = scalar.add_odd(S[j], T[j])
-                    S[j] = _rne(t, acc_m, acc_b, mp, op_, ip, np_, lp)
+                    S[j] = _rne(t, acc, kc)
             else:
                 for j in range(m):
                     r = (base + j) * stride + 2 * k + 1
                     rand = scalar.random62(seed, r) if stoch else 0
                     S[j] = scalar.add_rounded(
-                        S[j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                        S[j], T[j], acc, mode, subn, sat, rand
                     )
             cnt = k + 1
         else:
@@ -357,14 +347,14 @@ def _matmul_row(
                 if fast:
                     for j in range(m):
                         t = scalar.add_odd(stack[lvl, j], T[j])
-                        T[j] = _rne(t, acc_m, acc_b, mp, op_, ip, np_, lp)
+                        T[j] = _rne(t, acc, kc)
                 else:
                     for j in range(m):
                         rand = (
                             scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
                         )
                         T[j] = scalar.add_rounded(
-                            stack[lvl, j], T[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                            stack[lvl, j], T[j], acc, mode, subn, sat, rand
                         )  # fmt: skip
                 cnt += 1
                 c >>= 1
@@ -388,33 +378,33 @@ def _matmul_row(
                             scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
                         )
                         S[j] = scalar.add_rounded(
-                            stack[lvl, j], S[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand
+                            stack[lvl, j], S[j], acc, mode, subn, sat, rand
                         )  # fmt: skip
                     cnt += 1
         if K == 1 and not rounded:
             # A single exact term is a partial sum too: round it to the accumulator.
             for j in range(m):
                 rand = scalar.random62(seed, (base + j) * stride + 1) if stoch else 0
-                S[j] = scalar.round_value(S[j], acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+                S[j] = scalar.round_value(S[j], acc, mode, subn, sat, rand)
     if K == 0:
         for j in range(m):
             S[j] = 0.0
     # 4. One final rounding to the output format.
     for j in range(m):
         rand = scalar.random62(seed, (base + j) * stride + 2 * K) if stoch else 0
-        out[bi, i, j] = scalar.round_value(S[j], out_e, out_m, out_b, out_fn, mode, subn, sat, rand)
+        out[bi, i, j] = scalar.round_value(S[j], outf, mode, subn, sat, rand)
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _matmul_parallel(
-    A, B, out, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, out_fn,
+    A, B, out, acc_t, out_t,
     mode, subn, sat, seed, pairwise, rounded, unit_b,
 ):  # fmt: skip
     nrows = A.shape[0] * A.shape[1]
     for r in prange(nrows):
         _matmul_row(
-            A, B, out, r // A.shape[1], r % A.shape[1], acc_e, acc_m, acc_b, acc_fn,
-            out_e, out_m, out_b, out_fn, mode, subn, sat, seed, pairwise, rounded, unit_b,
+            A, B, out, r // A.shape[1], r % A.shape[1], acc_t,
+            out_t, mode, subn, sat, seed, pairwise, rounded, unit_b,
         )  # fmt: skip
 
 
@@ -424,7 +414,7 @@ def matmul(A, B, out, acc_params, out_params, mode, subnormals, saturate, seed, 
 
     ``A``: (nb, n, K), ``B``: (nb, K, m) or None (a column of ones: a row sum of A), both
     C-contiguous float64; ``out``: (nb, n, m) float64. ``acc_params``/``out_params``:
-    ``(exp_bits, man_bits, bias, fn)``. ``pairwise``: 0 sequential, 1 pairwise. ``rounded``: 1
+    FormatRecords. ``pairwise``: 0 sequential, 1 pairwise. ``rounded``: 1
     rounds each product to the accumulator before it is added, 0 adds the exact product (fused,
     as tensor cores do).
 
@@ -440,7 +430,7 @@ def matmul(A, B, out, acc_params, out_params, mode, subnormals, saturate, seed, 
     if unit_b:
         B = np.ones((1, 1, 1))
     m = out.shape[2]
-    args = (A, B, out) + tuple(int(p) for p in acc_params) + tuple(int(p) for p in out_params)
+    args = (A, B, out, tuple(_record(acc_params)), tuple(_record(out_params)))
     args += (int(mode), int(subnormals), int(saturate), int(seed), bool(pairwise), bool(rounded))
     args += (unit_b,)
     if A.shape[0] * A.shape[1] > 1 and A.shape[0] * A.shape[1] * A.shape[2] * m >= PARALLEL_MIN:

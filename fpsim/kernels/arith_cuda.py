@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from numba import types
 
-from ..formats import Format
+from ..formats import Format, fp64
 from . import scalar
 
 THREADS = 128  # threads per block
@@ -55,19 +55,19 @@ _random62 = None
 
 
 # ---- kernels (plain Python until _kernels() hands them to cuda.jit) ----------------------------
-def _ew_kernel(op, a, sa, b, sb, c, sc, out, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat, seed):
+def _ew_kernel(op, a, sa, b, sb, c, sc, out, fmt, mode, subn, sat, seed):
     i = cuda.grid(1)
     if i < out.size:
         rand = _random62(seed, i) if mode == scalar.STOCHASTIC else 0
         out[i] = _arith_op(op, np.float64(a[i * sa]), np.float64(b[i * sb]), np.float64(c[i * sc]),
-                           fmt_e, fmt_m, fmt_b, fmt_fn, mode, subn, sat, rand)  # fmt: skip
+                           fmt, mode, subn, sat, rand)  # fmt: skip
 
 
-def _check_kernel(x, fmt_e, fmt_m, fmt_b, fmt_fn, bad):
+def _check_kernel(x, fmt, bad):
     i = cuda.grid(1)
     if i < x.size:
         v = np.float64(x[i])
-        r = _round_value(v, fmt_e, fmt_m, fmt_b, fmt_fn, scalar.NEAREST_EVEN, 1, 0, 0)
+        r = _round_value(v, fmt, scalar.NEAREST_EVEN, 1, 0, 0)
         if v == v and r != v:
             cuda.atomic.add(bad, 0, 1)
 
@@ -82,7 +82,7 @@ def _unary_kernel(which, x, out, ftz, tiny):
         out[i] = r
 
 
-def _matmul_kernel(A, B, out, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, out_fn,
+def _matmul_kernel(A, B, out, acc, outf,
                    mode, subn, sat, seed, pairwise, rounded):  # fmt: skip
     o = cuda.grid(1)
     nb = A.shape[0]
@@ -103,19 +103,19 @@ def _matmul_kernel(A, B, out, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, 
         t = np.float64(A[bi, i, k]) * np.float64(B[bi, k, j])  # exact in float64
         if rounded:
             rand = _random62(seed, base + 2 * k) if stoch else 0
-            t = _round_value(t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+            t = _round_value(t, acc, mode, subn, sat, rand)
         if not pairwise:
             rand = _random62(seed, base + 2 * k + 1) if stoch else 0
             if k == 0:  # the first term is rounded to the accumulator alone
-                s = _round_value(t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+                s = _round_value(t, acc, mode, subn, sat, rand)
             else:
-                s = _add_rounded(s, t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+                s = _add_rounded(s, t, acc, mode, subn, sat, rand)
         else:
             lvl = 0
             c = k
             while c & 1:
                 rand = _random62(seed, base + 2 * cnt + 1) if stoch else 0
-                t = _add_rounded(stack[lvl], t, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat,
+                t = _add_rounded(stack[lvl], t, acc, mode, subn, sat,
                                  rand)  # fmt: skip
                 cnt += 1
                 c >>= 1
@@ -130,16 +130,16 @@ def _matmul_kernel(A, B, out, acc_e, acc_m, acc_b, acc_fn, out_e, out_m, out_b, 
                     have = True
                 else:
                     rand = _random62(seed, base + 2 * cnt + 1) if stoch else 0
-                    s = _add_rounded(stack[lvl], s, acc_e, acc_m, acc_b, acc_fn, mode, subn,
+                    s = _add_rounded(stack[lvl], s, acc, mode, subn,
                                      sat, rand)  # fmt: skip
                     cnt += 1
         if K == 1 and not rounded:
             rand = _random62(seed, base + 1) if stoch else 0
-            s = _round_value(s, acc_e, acc_m, acc_b, acc_fn, mode, subn, sat, rand)
+            s = _round_value(s, acc, mode, subn, sat, rand)
     if K == 0:
         s = 0.0
     rand = _random62(seed, base + 2 * K) if stoch else 0
-    out[bi, i, j] = _round_value(s, out_e, out_m, out_b, out_fn, mode, subn, sat, rand)
+    out[bi, i, j] = _round_value(s, outf, mode, subn, sat, rand)
 
 
 # ---- GPU replacements for scalar helpers with Python-only bodies -------------------------------
@@ -229,13 +229,12 @@ def _device(x: Any, name: str):
     return d
 
 
-def _params(f: Format) -> tuple[int, int, int, int]:
-    e, m, bias, _, _, fn = f.kernel_params
-    return (e, m, bias, fn)
+def _params(f: Format):
+    return f.record
 
 
 def _is_binary64(f: Format) -> bool:
-    return (f.exp_bits, f.man_bits, f.bias, f.style) == (11, 52, 1023, "ieee")
+    return f == fp64
 
 
 def count_not_in_format(d, f: Format) -> int:
@@ -245,7 +244,7 @@ def count_not_in_format(d, f: Format) -> int:
     _kernels()
     bad = cuda.to_device(np.zeros(1, np.int64))
     flat = d.reshape(d.size)
-    _launch("check", d.size, flat, *_params(f), bad)
+    _launch("check", d.size, flat, _params(f), bad)
     return int(bad.copy_to_host()[0])
 
 
@@ -315,7 +314,7 @@ def elementwise(op, xs, names, f: Format, mode, subn, sat, seed, round_inputs):
         ops.append(ops[0])
     out = cuda.device_array(n, dtype=container)
     (a, sa), (b, sb), (c, sc) = ops
-    _launch("ew", n, op, a, sa, b, sb, c, sc, out, *_params(f), mode, subn, sat, seed)
+    _launch("ew", n, op, a, sa, b, sb, c, sc, out, _params(f), mode, subn, sat, seed)
     return out.reshape(shape)
 
 
@@ -331,7 +330,7 @@ def unary_exact(x, f: Format, which: str, round_inputs: bool, subnormals: int = 
 
 def _reduce(A, B, out, a_fmt, out_f, mode, subn, sat, seed, pairwise, rounded) -> None:
     n = out.size
-    _launch("matmul", n, A, B, out, *_params(a_fmt), *_params(out_f), mode, subn, sat, seed,
+    _launch("matmul", n, A, B, out, _params(a_fmt), _params(out_f), mode, subn, sat, seed,
             bool(pairwise), bool(rounded))  # fmt: skip
 
 

@@ -27,7 +27,7 @@ Why integer views
     the same bytes, exactly as :mod:`fpsim.kernels.cpu` does on the host. Each thread reads
     ``int(src[i])`` (the signed two's-complement pattern) and stores the signed pattern
     ``convert`` returns, which always lies in the range of the destination's integer type. Every
-    format parameter is a plain int64 kernel argument, so the kernel is compiled once per
+    format is a record of int64 kernel arguments, so the kernel is compiled once per
     (source, destination) integer dtype pair and serves every format and rounding mode;
     ``cache=True`` keeps the compiled kernel on disk between sessions. (numba's cache is keyed
     on this file only: after editing ``scalar.py``, clear ``fpsim/kernels/__pycache__``.)
@@ -58,6 +58,7 @@ import numpy as np
 
 from ..formats import get_format
 from . import scalar
+from .record import FLOAT32, FLOAT64, FormatRecord
 
 THREADS = 256  # threads per block
 
@@ -69,25 +70,20 @@ cuda = None
 _convert = None
 _random62 = None
 
-# The container layouts (exp_bits, man_bits, bias, fn) and the same-width signed integer views.
+# The container layouts (format records) and the same-width signed integer views.
 _CONTAINERS = {
-    np.dtype(np.float32): ((8, 23, 127, 0), np.dtype(np.int32)),
-    np.dtype(np.float64): ((11, 52, 1023, 0), np.dtype(np.int64)),
+    np.dtype(np.float32): (FLOAT32, np.dtype(np.int32)),
+    np.dtype(np.float64): (FLOAT64, np.dtype(np.int64)),
 }
 _INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
-def _convert_kernel(src, dst,
-                    src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
-                    dst_e, dst_m, dst_b, dst_fn, mode, subnormals, saturate, seed):  # fmt: skip
+def _convert_kernel(src, dst, src_f, fmt, dst_f, mode, subnormals, saturate, seed):
     """One thread per element: ``dst[i] = scalar.convert(src[i], ...)``."""
     i = cuda.grid(1)
     if i < src.size:
         rand = _random62(seed, i) if mode == scalar.STOCHASTIC else 0
-        dst[i] = _convert(int(src[i]),
-                          src_e, src_m, src_b, src_fn, fmt_e, fmt_m, fmt_b, fmt_fn,
-                          dst_e, dst_m, dst_b, dst_fn,
-                          mode, subnormals, saturate, rand)  # fmt: skip
+        dst[i] = _convert(int(src[i]), src_f, fmt, dst_f, mode, subnormals, saturate, rand)
 
 
 def _bit_length_gpu(x):
@@ -206,14 +202,22 @@ def _launch(src: Any, dst: Any, params: tuple) -> None:
     _kernel()[blocks, THREADS](src, dst, *params)
 
 
+def _typed(params: tuple) -> tuple:
+    """Python ints (int64 kernel arguments) and records of them: one kernel type for all."""
+    return tuple(
+        FormatRecord(*(int(v) for v in p)) if isinstance(p, tuple) else int(p) for p in params
+    )
+
+
 def convert_device(src_bits: Any, dst_bits: Any, params: tuple) -> None:
     """Run ``scalar.convert`` on every element of ``src_bits`` into ``dst_bits``, on the GPU.
 
     Same contract as :func:`fpsim.kernels.cpu.convert_array`: ``src_bits`` and ``dst_bits`` are
     C-contiguous 1-D int32/int64 device arrays (anything with ``__cuda_array_interface__``) of
-    equal size, ``params`` is ``src_layout + fmt + dst_layout + (mode, subnormals, saturate,
-    seed)``, each layout ``(exp_bits, man_bits, bias, fn)``. Returns when the kernel is queued
-    on the default stream (reading ``dst_bits`` back, e.g. ``copy_to_host``, waits for it).
+    equal size, ``params`` is ``(src_layout, fmt, dst_layout, mode, subnormals, saturate,
+    seed)``, each layout and the format a :class:`~fpsim.kernels.record.FormatRecord`. Returns
+    when the kernel is queued on the default stream (reading ``dst_bits`` back, e.g.
+    ``copy_to_host``, waits for it).
     """
     src = _as_device_array(src_bits)
     dst = _as_device_array(dst_bits)
@@ -224,10 +228,12 @@ def convert_device(src_bits: Any, dst_bits: Any, params: tuple) -> None:
             raise ValueError(f"{name} must be a contiguous 1-D array, got shape {a.shape}")
     if src.size != dst.size:
         raise ValueError(f"src_bits and dst_bits differ in size ({src.size} != {dst.size})")
-    params = tuple(int(p) for p in params)
-    if len(params) != 16:
-        raise ValueError(f"params must be 16 integers, got {len(params)}")
-    _launch(src, dst, params)
+    if len(params) != 7:
+        raise ValueError(
+            "params must be (src_layout, fmt, dst_layout, mode, subnormals, saturate, seed), "
+            f"got {len(params)} items"
+        )
+    _launch(src, dst, _typed(params))
 
 
 def round_device(x: Any, fmt: Any, mode: int, subnormals: int, saturate: int, seed: int) -> Any:
@@ -255,12 +261,11 @@ def round_device(x: Any, fmt: Any, mode: int, subnormals: int, saturate: int, se
             f"{fmt.name} values do not all fit in {dtype}; pass float64 input to round to it"
         )
     layout, int_dt = _CONTAINERS[dtype]
-    e, m, bias, _, _, fn = fmt.kernel_params
     shape = tuple(d.shape)
     n = int(d.size)
     out = _numba_cuda().device_array(n, dtype=int_dt)
     if n:
         src = d.reshape(n).view(int_dt)
-        params = layout + (e, m, bias, fn) + layout + (mode, subnormals, saturate, seed)
-        _launch(src, out, tuple(int(p) for p in params))
+        params = (layout, fmt.record, layout, mode, subnormals, saturate, seed)
+        _launch(src, out, _typed(params))
     return out.view(dtype).reshape(shape)

@@ -7,8 +7,9 @@ one *layout*, round its value to a *format*, write it as a bit pattern in anothe
 * encoding (``to_bits``) is ``float64 layout -> round to fp16 -> fp16 layout``;
 * decoding (``from_bits``) is ``fp16 layout -> round to fp64 (exact) -> float64 layout``.
 
-A layout or a format is four integers ``(exp_bits, man_bits, bias, fn)``: ``fn = 1`` for the
-finite-only style whose all-ones code is NaN (OCP FP8 E4M3), ``0`` for IEEE style.
+A layout or a format is one :class:`~fpsim.kernels.record.FormatRecord`: its field widths and
+bias, whether it is signed and has subnormals, and where its special codes sit (infinity, the
+NaN codes, or NaN in place of -0). ``fpsim.Format.record`` makes it.
 
 The functions are plain Python decorated with ``register_jitable``: called from Python they run
 as ordinary (slow, exact) Python — fpsim's pure-Python reference — and called from a numba CPU or
@@ -27,6 +28,8 @@ Integer conventions (they make the same code correct in Python and in 64-bit num
 from numba import types
 from numba.cpython.unsafe.numbers import leading_zeros
 from numba.extending import overload, register_jitable
+
+from .record import FLOAT32, FLOAT64, FormatRecord  # noqa: F401  (FLOAT32: for the kernels)
 
 # Classes of a decoded value.
 ZERO = 0
@@ -63,53 +66,75 @@ def _bit_length_compiled(x):
 
 
 @register_jitable
-def unpack(bits, exp_bits, man_bits, bias, fn):
-    """Decode a bit pattern into ``(sign, cls, e, sig)``; value = ±sig × 2^(e - man_bits).
+def emax_of(f):
+    """Unbiased exponent of the format's largest finite value."""
+    return (f.max_mag >> f.man_bits) - f.bias
 
-    Finite non-zero results are normalised: bit ``man_bits`` of ``sig`` is set.
+
+@register_jitable
+def max_sig_of(f):
+    """Integer significand (implicit bit included) of the format's largest finite value."""
+    return (f.max_mag & ((1 << f.man_bits) - 1)) | (1 << f.man_bits)
+
+
+@register_jitable
+def emin_of(f):
+    """Exponent of the format's lowest binade: ``1 - bias`` (below it the subnormal grid keeps
+    the spacing of that binade), or ``-bias`` without subnormals (E8M0's code 0 is 2^-127)."""
+    return 1 - f.bias if f.has_subnormals == 1 else -f.bias
+
+
+@register_jitable
+def unpack(bits, f):
+    """Decode a bit pattern of the format/layout ``f`` into ``(sign, cls, e, sig)``; value =
+    ±sig × 2^(e - man_bits). Finite non-zero results are normalised: bit ``man_bits`` of ``sig``
+    is set.
     """
-    # 1. Cut the pattern into its three fields. ``bits`` may be negative (a signed view of a
-    #    pattern whose sign bit is set): an arithmetic shift then a mask still yields each field.
-    sign = (bits >> (exp_bits + man_bits)) & 1
-    biased = (bits >> man_bits) & ((1 << exp_bits) - 1)
-    frac = bits & ((1 << man_bits) - 1)
-    top = (1 << exp_bits) - 1
+    m = f.man_bits
+    width = f.exp_bits + m  # the magnitude bits, below the sign bit
+    # 1. Cut the pattern into sign and magnitude. ``bits`` may be negative (a signed view of a
+    #    pattern whose top bit is set): an arithmetic shift then a mask still yields each field.
+    sign = (bits >> width) & 1 if f.signed == 1 else 0
+    mag = bits & ((1 << width) - 1)
 
-    # 2. Special values live in the all-ones exponent: inf and NaN for IEEE style; for the
-    #    finite-only style only the all-ones code S.1111.111 is special (NaN).
-    if biased == top:
-        if fn == 0:
-            if frac == 0:
-                return sign, INF, 0, 0
-            return sign, NAN, 0, 0
-        if frac == (1 << man_bits) - 1:
-            return sign, NAN, 0, 0
+    # 2. Special values sit at fixed magnitude codes: the NaN codes at the top (IEEE: every
+    #    all-ones exponent with a non-zero fraction; OCP E4M3: only S.1111.111), infinity just
+    #    below them; in the fnuz formats the one NaN is the code -0 would have.
+    if mag >= f.nan_mag or (f.negzero_nan == 1 and sign == 1 and mag == 0):
+        return sign, NAN, 0, 0
+    if mag == f.inf_mag:
+        return sign, INF, 0, 0
 
-    # 3. Zero and subnormals: exponent field 0 means "0.frac × 2^(1 - bias)", no implicit 1.
-    if biased == 0:
+    biased = mag >> m
+    frac = mag & ((1 << m) - 1)
+    # 3. Zero and subnormals: exponent field 0 means "0.frac × 2^(1 - bias)", no implicit 1
+    #    (only in a format with subnormals; in E8M0 field 0 is the binade 2^-127).
+    if biased == 0 and f.has_subnormals == 1:
         if frac == 0:
             return sign, ZERO, 0, 0
         # Normalise: shift the fraction up until its leading 1 sits where the implicit bit of a
         # normal number would be, lowering the exponent by one per shift.
-        shift = man_bits + 1 - bit_length(frac)
-        return sign, FINITE, 1 - bias - shift, frac << shift
+        shift = m + 1 - bit_length(frac)
+        return sign, FINITE, 1 - f.bias - shift, frac << shift
 
     # 4. Normal: restore the implicit leading 1 above the stored fraction.
-    return sign, FINITE, biased - bias, frac | (1 << man_bits)
+    return sign, FINITE, biased - f.bias, frac | (1 << m)
 
 
 @register_jitable
-def round_significand(sign, e, sig, nbits, man_bits, emin, mode, rand62):
-    """Round ±sig × 2^(e - nbits) (normalised) to ``man_bits`` fraction bits, exponent >= emin.
+def round_significand(sign, e, sig, nbits, f, mode, rand62):
+    """Round ±sig × 2^(e - nbits) (normalised) to the format's grid: ``f.man_bits`` fraction
+    bits, exponent >= its lowest binade.
 
     Returns ``(e2, sig2)`` with the rounded value ±sig2 × 2^(e2 - man_bits). The exponent range is
-    unbounded above (the caller checks overflow); below ``emin`` the quantum stops shrinking,
-    which is exactly gradual underflow: subnormals come out with ``e2 = emin``, ``sig2 <
-    2^man_bits``, and values under half the smallest subnormal round to ``sig2 = 0``.
+    unbounded above (the caller checks overflow); below the lowest binade the quantum stops
+    shrinking, which is exactly gradual underflow: subnormals come out with ``e2 = emin``,
+    ``sig2 < 2^man_bits``, and values under half the smallest subnormal round to ``sig2 = 0``.
     """
+    man_bits = f.man_bits
     # 5. The quantum: the value of the last bit the format keeps. A normal number keeps man_bits
     #    bits below its leading bit; below emin the format's grid is fixed at 2^(emin - man_bits).
-    q = max(e, emin) - man_bits
+    q = max(e, emin_of(f)) - man_bits
     # Number of low bits of sig that fall below the quantum and must be rounded off.
     d = q - (e - nbits)
     if d <= 0:
@@ -131,10 +156,15 @@ def round_significand(sign, e, sig, nbits, man_bits, emin, mode, rand62):
 
     # 7. Decide whether to step up to the next multiple of the quantum (away from zero).
     if mode == NEAREST_EVEN:
-        # Above half: up. Exactly half (a tie): up only when that makes the kept bits even, i.e.
-        # when they are odd now. Written as arithmetic, not branches, because on random data
-        # this decision is a coin toss that a branch predictor cannot learn.
-        kept += (rem > half) | ((rem == half) & (kept & 1))
+        # Above half: up. Exactly half (a tie): up when that makes the *code* even, i.e. when
+        # the lower neighbour's code is odd. With fraction bits the code's last bit is the last
+        # kept bit; with none (E8M0, P3109 p=1) it is the last bit of the biased exponent,
+        # q + bias for the value 1 × 2^q, and the zero below the smallest value has code 0
+        # (gfloat and P3109 define ties this way; ml_dtypes' E8M0 rounds every tie up).
+        odd = kept & 1 if man_bits > 0 else kept & (q + f.bias) & 1
+        # Written as arithmetic, not branches: on random data this decision is a coin toss
+        # that a branch predictor cannot learn.
+        kept += (rem > half) | ((rem == half) & odd)
     elif rem != 0:
         up = False
         if mode == NEAREST_AWAY:
@@ -164,21 +194,26 @@ def round_significand(sign, e, sig, nbits, man_bits, emin, mode, rand62):
 
 
 @register_jitable
-def pack(sign, cls, e, sig, nbits, exp_bits, man_bits, bias, fn):
-    """Encode ±sig × 2^(e - nbits) (exactly representable) as a signed bit pattern of a layout."""
-    width = exp_bits + man_bits  # bits below the sign bit
+def pack(sign, cls, e, sig, nbits, d):
+    """Encode ±sig × 2^(e - nbits) (exactly representable) as a signed bit pattern of the
+    layout ``d``."""
+    m = d.man_bits
+    width = d.exp_bits + m  # bits below the sign bit
     # The sign bit has weight -2^width in a two's-complement reading of the pattern.
-    sign_part = -(sign << width)
-    top = (1 << exp_bits) - 1
+    sign_part = -(sign << width) if d.signed == 1 else 0
     if cls == ZERO:
-        return sign_part
+        return 0 if d.negzero_nan == 1 else sign_part
     if cls == INF:
-        return sign_part + (top << man_bits)
+        return sign_part + d.inf_mag
     if cls == NAN:
-        # The canonical quiet NaN: IEEE style sets the top fraction bit, fn style is all ones.
-        if fn == 1:
-            return sign_part + (1 << width) - 1
-        return sign_part + (top << man_bits) + (1 << (man_bits - 1))
+        # The canonical NaN: IEEE's quiet NaN (top fraction bit), the all-ones code, or -0's
+        # code in an fnuz format. A layout without NaN never receives one (fpsim.to_bits refuses
+        # NaN for such formats; the result here, +0, is unreachable from the public API).
+        if d.qnan_mag >= 0:
+            return sign_part + d.qnan_mag
+        if d.negzero_nan == 1:
+            return -(1 << width)
+        return 0
 
     # 9. Normalise (a target-format subnormal arrives with sig < 2^nbits).
     if sig == 0:
@@ -187,17 +222,16 @@ def pack(sign, cls, e, sig, nbits, exp_bits, man_bits, bias, fn):
     if shift > 0:
         sig = sig << shift
         e -= shift
-    emin = 1 - bias
-    if e >= emin:
+    if e >= emin_of(d):
         # 10a. Normal: drop the implicit 1, align the fraction to man_bits bits.
-        if man_bits >= nbits:
-            frac = sig << (man_bits - nbits)
+        if m >= nbits:
+            frac = sig << (m - nbits)
         else:
-            frac = sig >> (nbits - man_bits)
-        frac = frac & ((1 << man_bits) - 1)
-        return sign_part + ((e + bias) << man_bits) + frac
+            frac = sig >> (nbits - m)
+        frac = frac & ((1 << m) - 1)
+        return sign_part + ((e + d.bias) << m) + frac
     # 10b. Subnormal: exponent field 0, fraction = value / 2^(emin - man_bits).
-    shift = (e - nbits) - (emin - man_bits)
+    shift = (e - nbits) - (1 - d.bias - m)
     if shift >= 0:
         frac = sig << shift
     else:
@@ -206,72 +240,83 @@ def pack(sign, cls, e, sig, nbits, exp_bits, man_bits, bias, fn):
 
 
 @register_jitable
-def nearest_even_fast_ok(c_m, c_b, fmt_m, fmt_b):
-    """True when :func:`round_nearest_even_bits` is exact for this container and format.
+def is_ieee_style(f):
+    """True for a signed format with subnormals, ±inf and IEEE NaNs (all-ones exponent)."""
+    inf = ((1 << f.exp_bits) - 1) << f.man_bits
+    return f.signed == 1 and f.has_subnormals == 1 and f.inf_mag == inf and f.nan_mag == inf + 1
 
-    The branch-free path reads a container *subnormal* as having the container's smallest
-    exponent ``1 - c_b`` (its leading bit is not looked for). That is harmless while the format's
-    own smallest exponent ``1 - fmt_b`` is at least as large: every container subnormal then lies
-    in the format's fixed subnormal grid. A format whose grid reaches below the container's
-    normal range (a custom bias above the container's, such as ``Format(8, 7, bias=130)`` in a
-    float32) needs the leading bit of such inputs, so it must take :func:`convert`. The format
-    must also keep fewer fraction bits than the container.
+
+@register_jitable
+def nearest_even_fast_ok(c, f):
+    """True when :func:`round_nearest_even_bits` is exact for the container ``c`` (an IEEE
+    layout) and the format ``f``.
+
+    The format must be signed with subnormals and keep at least one but fewer fraction bits
+    than the container (the tie rule there is "last kept bit even"). The branch-free path reads
+    a container *subnormal* as having the container's smallest exponent ``1 - c_b`` (its leading
+    bit is not looked for). That is harmless while the format's own smallest exponent ``1 -
+    fmt_b`` is at least as large: every container subnormal then lies in the format's fixed
+    subnormal grid. A format whose grid reaches below the container's normal range (a custom
+    bias above the container's, such as ``Format(8, 7, bias=130)`` in a float32) needs the
+    leading bit of such inputs, so it must take :func:`convert`. The format's largest exponent
+    must lie within the container's normal range: the branch-free path writes the format's
+    largest value and overflow results as container patterns, which must not reach the
+    container's own inf/NaN patterns.
     """
-    return c_m > fmt_m and fmt_b <= c_b
+    return (
+        f.signed == 1
+        and f.has_subnormals == 1
+        and 1 <= f.man_bits < c.man_bits
+        and f.bias <= c.bias
+        and emax_of(f) <= emax_of(c)
+    )
 
 
 @register_jitable
-def fits_container_range(c_e, c_b, fmt_e, fmt_b, fmt_fn):
-    """True when the format's largest exponent is within the container's normal range: the
-    branch-free paths write the format's largest value and overflow results as container
-    patterns, which must not reach the container's own inf/NaN patterns."""
-    top = (1 << fmt_e) - 1
-    emax = top - fmt_b if fmt_fn == 1 else top - 1 - fmt_b
-    return emax <= (1 << c_e) - 2 - c_b
-
-
-@register_jitable
-def nearest_even_constants(c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate):
+def nearest_even_constants(c, f, subnormals, saturate):
     """The container patterns :func:`round_nearest_even_bits` needs, computed once per array.
 
-    Returns ``(max_pat, ovf_pat, inf_pat, nan_pat, low_pat)``: the container patterns (magnitude
-    only) of the format's largest value, of the result of an overflow, of the result for an
-    infinite input, of NaN, and of the smallest result kept (the smallest normal when flushing
-    subnormals, else the smallest subnormal).
+    Returns ``(max_pat, ovf_pat, inf_pat, nan_pat, low_pat, keep_zero_sign)``: the container
+    patterns (magnitude only) of the format's largest value, of the result of an overflow, of
+    the result for an infinite input, of NaN, and of the smallest result kept (the smallest
+    normal when flushing subnormals, else the smallest subnormal); and 0 when the format has no
+    -0 (fnuz), 1 otherwise.
     """
-    top = (1 << fmt_e) - 1
-    emin = 1 - fmt_b
-    emax = top - fmt_b if fmt_fn == 1 else top - 1 - fmt_b
-    max_frac = (1 << fmt_m) - 2 if fmt_fn == 1 else (1 << fmt_m) - 1
-    max_pat = ((emax + c_b) << c_m) | (max_frac << (c_m - fmt_m))
-    c_inf = ((1 << c_e) - 1) << c_m
-    nan_pat = c_inf | (1 << (c_m - 1))  # the container's canonical quiet NaN
-    if saturate == 1:
+    c_m = c.man_bits
+    max_pat = ((emax_of(f) + c.bias) << c_m) | (
+        (max_sig_of(f) - (1 << f.man_bits)) << (c_m - f.man_bits)
+    )
+    c_inf = c.inf_mag
+    nan_pat = c.qnan_mag  # the container's canonical quiet NaN
+    has_inf = f.inf_mag >= 0
+    has_nan = f.nan_mag < (1 << (f.exp_bits + f.man_bits)) or f.negzero_nan == 1
+    # Overflow: saturating, or in a format with neither inf nor NaN (FP4, FP6), gives ±max;
+    # otherwise inf where there is one, else NaN (OCP E4M3, fnuz).
+    if saturate == 1 or not (has_inf or has_nan):
         ovf_pat = max_pat
-    elif fmt_fn == 1:
-        ovf_pat = nan_pat
-    else:
+    elif has_inf:
         ovf_pat = c_inf
-    if fmt_fn == 0:
-        inf_pat = c_inf
-    elif saturate == 1:
-        inf_pat = max_pat
     else:
-        inf_pat = nan_pat
-    low_pat = (emin + c_b) << c_m if subnormals == 0 else 1
-    return max_pat, ovf_pat, inf_pat, nan_pat, low_pat
+        ovf_pat = nan_pat
+    # An infinite input stays infinite where the format has inf; else it overflows.
+    inf_pat = c_inf if has_inf else ovf_pat
+    low_pat = (emin_of(f) + c.bias) << c_m if subnormals == 0 else 1
+    return max_pat, ovf_pat, inf_pat, nan_pat, low_pat, 1 - f.negzero_nan
 
 
 @register_jitable
-def round_nearest_even_bits(
-    bits, c_e, c_m, c_b, fmt_m, fmt_b, max_pat, ovf_pat, inf_pat, nan_pat, low_pat
-):
-    """Round a container pattern (float32/float64 layout) to the format, ties to even, and
-    return the container pattern of the result: the same answer as :func:`convert` with
+def round_nearest_even_bits(bits, c, fmt_m, fmt_b, k):
+    """Round a container pattern (float32/float64 layout ``c``) to the format, ties to even,
+    and return the container pattern of the result: the same answer as :func:`convert` with
     ``mode=NEAREST_EVEN`` and src = dst = the container, for *every* input — written without a
-    branch so that a compiler can vectorise it (``x if c else y`` becomes a select). Valid only
-    where :func:`nearest_even_fast_ok` holds (callers check it once per array).
+    branch so that a compiler can vectorise it (``x if c else y`` becomes a select). ``k`` is
+    :func:`nearest_even_constants`. Valid only where :func:`nearest_even_fast_ok` holds
+    (callers check it once per array).
     """
+    max_pat, ovf_pat, inf_pat, nan_pat, low_pat, keep_zero_sign = k
+    c_e = c.exp_bits
+    c_m = c.man_bits
+    c_b = c.bias
     # 1. Split off the sign; the magnitude pattern is ordered like |x|.
     mag = bits & ((1 << (c_e + c_m)) - 1)
     sign_part = bits - mag
@@ -301,6 +346,8 @@ def round_nearest_even_bits(
     pat = ovf_pat if pat > max_pat else pat
     # 7. Special inputs: infinity and NaN (the container's all-ones exponent).
     pat = (inf_pat if frac == 0 else nan_pat) if biased == c_top else pat
+    # 8. A format without -0 (fnuz) turns every zero into +0.
+    sign_part = sign_part if (pat != 0) | (keep_zero_sign == 1) else 0
     return sign_part + pat
 
 
@@ -327,36 +374,39 @@ def round_nearest_even_same_range(bits, c_e, c_m, fmt_m):
 
 
 @register_jitable
-def container_to_code(r, c_e, c_m, c_b, fmt_e, fmt_m, fmt_b, fmt_fn):
+def container_to_code(r, c, f):
     """The format's code (its two's-complement reading, as :func:`pack` writes it) of the
     container pattern ``r`` of a value already rounded to the format, such as
     :func:`round_nearest_even_bits` returns; branch-free, so that encoding vectorises like
     rounding. Valid where :func:`nearest_even_fast_ok` holds (the format's exponents lie within
     the container's).
     """
+    c_m = c.man_bits
+    fmt_m = f.man_bits
+    width = f.exp_bits + fmt_m
     # 1. The container fields; sig has the implicit bit, e_c is the exponent of that bit.
-    mag = r & ((1 << (c_e + c_m)) - 1)
-    sign = (r >> (c_e + c_m)) & 1
-    c_inf = ((1 << c_e) - 1) << c_m
+    mag = r & ((1 << (c.exp_bits + c_m)) - 1)
+    sign = (r >> (c.exp_bits + c_m)) & 1
     biased = mag >> c_m
     sig = (mag & ((1 << c_m) - 1)) | ((1 if biased != 0 else 0) << c_m)
-    e_c = max(biased, 1) - c_b
+    e_c = max(biased, 1) - c.bias
     d = c_m - fmt_m
     # 2. A normal of the format: drop the fraction bits the format lacks (they are zero) and
     #    move the exponent field from the container's bias to the format's.
-    normal = (mag >> d) + ((fmt_b - c_b) << fmt_m)
+    normal = (mag >> d) + ((f.bias - c.bias) << fmt_m)
     # 3. A subnormal of the format: the fraction is the value over the subnormal quantum.
-    shift = (1 - fmt_b - fmt_m) - (e_c - c_m)
+    shift = (1 - f.bias - fmt_m) - (e_c - c_m)
     sub = sig >> min(shift, 63)
-    code = normal if e_c >= 1 - fmt_b else sub
-    # 4. Zero, infinity and NaN (the canonical quiet NaN, as pack writes it).
-    inf_code = ((1 << fmt_e) - 1) << fmt_m
-    nan_code = ((1 << (fmt_e + fmt_m)) - 1) if fmt_fn == 1 else inf_code | (1 << (fmt_m - 1))
+    code = normal if e_c >= 1 - f.bias else sub
+    # 4. Zero, infinity and NaN (the canonical NaN, as pack writes it: in an fnuz format the
+    #    code of -0, whatever the sign).
+    is_nan = mag > c.inf_mag
     code = 0 if mag == 0 else code
-    code = inf_code if mag == c_inf else code
-    code = nan_code if mag > c_inf else code
-    # The two's-complement reading of the code, as pack writes it (the sign bit weighs -2^width).
-    return code - (sign << (fmt_e + fmt_m))
+    code = f.inf_mag if mag == c.inf_mag else code
+    code = f.qnan_mag if is_nan else code
+    signed = code - (sign << width)
+    fnuz_nan = is_nan & (f.negzero_nan == 1)
+    return -(1 << width) if fnuz_nan else signed
 
 
 @register_jitable
@@ -373,65 +423,82 @@ def code_to_container_same_range(code, fmt_e, fmt_m, c_m):
     return (sign << (width + c_m - fmt_m)) | (mag << (c_m - fmt_m))
 
 
-# fmt: off
 @register_jitable
-def convert(bits,
-            src_e, src_m, src_b, src_fn,    # the layout bits are read in
-            fmt_e, fmt_m, fmt_b, fmt_fn,    # the format the value is rounded to
-            dst_e, dst_m, dst_b, dst_fn,    # the layout the result is written in
-            mode, subnormals, saturate, rand62):
-    # fmt: on
-    """Read ``bits`` in the src layout, round to the format, write in the dst layout.
+def convert(bits, src, fmt, dst, mode, subnormals, saturate, rand62):
+    """Read ``bits`` in the layout ``src``, round to the format ``fmt``, write in the layout
+    ``dst`` (each a :class:`~fpsim.kernels.record.FormatRecord`).
 
     ``subnormals=0`` flushes results below the smallest normal to signed zero (after rounding
-    with gradual underflow). Overflow gives ±inf (IEEE style) or NaN (fn style), or ±max when
-    ``saturate=1`` or when the rounding direction points back toward zero (IEEE 754 §7.4).
+    with gradual underflow). Overflow gives ±inf where the format has it, else NaN, or ±max
+    when ``saturate=1``, when the rounding direction points back toward zero (IEEE 754 §7.4) or
+    when the format has neither inf nor NaN (FP4, FP6; ±inf inputs too). A format without a sign
+    bit turns negative numbers into NaN (-0 into +0); one without zero (E8M0) turns 0 into NaN
+    and positive values below its smallest value into that value (as ml_dtypes does).
     """
-    top = (1 << fmt_e) - 1
-    # The format's limits: emin = 1 - bias; emax and the largest significand depend on style.
-    emin = 1 - fmt_b
-    if fmt_fn == 1:
-        emax = top - fmt_b
-        max_sig = (1 << (fmt_m + 1)) - 2  # S.1111.111 is NaN, so the top fraction is 1...10
-    else:
-        emax = top - 1 - fmt_b
-        max_sig = (1 << (fmt_m + 1)) - 1
+    emin = emin_of(fmt)
+    emax = emax_of(fmt)
+    max_sig = max_sig_of(fmt)
+    has_inf = fmt.inf_mag >= 0
+    has_nan = fmt.nan_mag < (1 << (fmt.exp_bits + fmt.man_bits)) or fmt.negzero_nan == 1
 
-    sign, cls, e, sig = unpack(bits, src_e, src_m, src_b, src_fn)
-    nbits = fmt_m
+    sign, cls, e, sig = unpack(bits, src)
+    nbits = fmt.man_bits
+
+    # 11. Values the format has no room for: negatives in an unsigned format are NaN.
+    if fmt.signed == 0 and sign == 1 and cls != NAN:
+        if cls == ZERO:
+            sign = 0  # -0 is 0
+        else:
+            cls = NAN
+    was_zero = cls == ZERO
 
     if cls == INF:
-        if fmt_fn == 1:
-            # No infinity in a finite-only format: NaN, or the largest value when saturating.
-            if saturate == 1:
+        if not has_inf:
+            # No infinity: the largest value when saturating or when there is no NaN either
+            # (FP4/FP6 saturate), else NaN.
+            if saturate == 1 or not has_nan:
                 cls = FINITE
                 e = emax
                 sig = max_sig
             else:
                 cls = NAN
     elif cls == FINITE:
-        e, sig = round_significand(sign, e, sig, src_m, fmt_m, emin, mode, rand62)
+        e, sig = round_significand(sign, e, sig, src.man_bits, fmt, mode, rand62)
         if sig == 0:
             cls = ZERO  # underflow to a signed zero
         elif e > emax or (e == emax and sig > max_sig):
-            # 11. Overflow. Round-to-nearest goes to infinity; a directed mode that rounds
+            # 12. Overflow. Round-to-nearest goes to infinity; a directed mode that rounds
             #     toward zero for this sign stops at the largest finite value.
             to_max = (
                 saturate == 1
                 or mode == TOWARD_ZERO
                 or (mode == UP and sign == 1)
                 or (mode == DOWN and sign == 0)
+                or not (has_inf or has_nan)
             )
             if to_max:
                 e = emax
                 sig = max_sig
-            elif fmt_fn == 1:
+            elif has_inf:
+                cls = INF
+            else:
+                cls = NAN
+        elif subnormals == 0 and (e < emin or sig < (1 << fmt.man_bits)):
+            cls = ZERO  # flush-to-zero: a subnormal result becomes ±0
+
+    if cls == ZERO:
+        if fmt.has_subnormals == 0:
+            # 13. A format without zero (E8M0): 0 itself is NaN; a positive value that rounded
+            #     below the smallest value becomes that value.
+            if was_zero:
                 cls = NAN
             else:
-                cls = INF
-        elif subnormals == 0 and (e < emin or sig < (1 << fmt_m)):
-            cls = ZERO  # flush-to-zero: a subnormal result becomes ±0
-    return pack(sign, cls, e, sig, nbits, dst_e, dst_m, dst_b, dst_fn)
+                cls = FINITE
+                e = emin
+                sig = 1 << fmt.man_bits
+        elif fmt.negzero_nan == 1:
+            sign = 0  # no -0 in an fnuz format
+    return pack(sign, cls, e, sig, nbits, dst)
 
 
 @register_jitable
@@ -551,30 +618,13 @@ def pow2(k):
 
 
 @register_jitable
-def round_value(x, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
-    """Round the float64 ``x`` to the format; the result is a float64 (exactly a format value).
+def round_value(x, f, mode, subnormals, saturate, rand62):
+    """Round the float64 ``x`` to the format ``f``; the result is a float64 (exactly a format
+    value, or NaN).
 
     ``convert`` from the float64 layout to the float64 layout, through the format.
     """
-    bits = convert(
-        float64_to_bits(x),
-        11,
-        52,
-        1023,
-        0,
-        fmt_e,
-        fmt_m,
-        fmt_b,
-        fmt_fn,
-        11,
-        52,
-        1023,
-        0,
-        mode,
-        subnormals,
-        saturate,
-        rand62,
-    )
+    bits = convert(float64_to_bits(x), FLOAT64, f, FLOAT64, mode, subnormals, saturate, rand62)
     return bits_to_float64(bits)
 
 
@@ -657,7 +707,7 @@ def scaled62(x, g, ceil):
     a quantum ``2^g``, scaled to the 62 bits that stochastic rounding compares with ``rand62``.
     Integer shifts on the significand, so no float underflow can spoil it.
     """
-    sign, cls, e, sig = unpack(float64_to_bits(x), 11, 52, 1023, 0)
+    sign, cls, e, sig = unpack(float64_to_bits(x), FLOAT64)
     if cls == ZERO:
         return 0
     sh = e - 52 + 62 - g  # |x| = sig * 2^(e - 52)
@@ -693,23 +743,21 @@ def stochastic_threshold(d, e, g):
 
 
 @register_jitable
-def round_sum_stochastic(s, err, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate, rand62):
+def round_sum_stochastic(s, err, f, subnormals, saturate, rand62):
     """Stochastically round the exact value ``s + err`` (``s = fl(s + err)``, ``err != 0``) to the
     format: up (away from zero) with probability exactly ``ceil(f * 2^62) / 2^62``, where f is the
     fraction of a quantum by which the exact value exceeds its lower neighbour."""
     # 14. The two format neighbours of the exact value: round its odd stand-in toward zero and
     #     away from zero (correct for directed modes, Boldo & Melquiond).
     t = round_to_odd_f64(s, err)
-    lo = round_value(t, fmt_e, fmt_m, fmt_b, fmt_fn, TOWARD_ZERO, 1, 0, 0)
-    hi = round_value(t, fmt_e, fmt_m, fmt_b, fmt_fn, UP if t > 0.0 else DOWN, 1, 0, 0)
+    lo = round_value(t, f, TOWARD_ZERO, 1, 0, 0)
+    hi = round_value(t, f, UP if t > 0.0 else DOWN, 1, 0, 0)
     overflow = math.isinf(hi) or hi != hi
     if overflow:
         # Past the largest value the next grid point (max + one quantum) is not a format value.
-        top = (1 << fmt_e) - 1
-        emax = top - fmt_b if fmt_fn == 1 else top - 1 - fmt_b
-        g = emax - fmt_m
+        g = emax_of(f) - f.man_bits
     else:
-        g = unpack(float64_to_bits(hi - lo), 11, 52, 1023, 0)[2]  # hi - lo = 2^g, exact
+        g = unpack(float64_to_bits(hi - lo), FLOAT64)[2]  # hi - lo = 2^g, exact
     # 15. Distance of the exact value above |lo|, in the direction of growing magnitude: the
     #     float64 part |s| - |lo| is exact (Sterbenz), the remainder err keeps its exact value.
     d = abs(s) - abs(lo)
@@ -731,7 +779,7 @@ def round_sum_stochastic(s, err, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, satura
         r = hi
     # 16. r is on the format's grid: this rounding is exact; it applies overflow, saturation
     #     and flush-to-zero exactly as convert does for every other mode.
-    return round_value(r, fmt_e, fmt_m, fmt_b, fmt_fn, STOCHASTIC, subnormals, saturate, 0)
+    return round_value(r, f, STOCHASTIC, subnormals, saturate, 0)
 
 
 @register_jitable
@@ -791,7 +839,7 @@ def add_float64(a, b, mode, saturate, rand62):
         if math.isinf(nb):
             g = 971  # s is the largest float64: the next grid point 2^1024 is one quantum away
         else:
-            g = unpack(float64_to_bits(nb - s), 11, 52, 1023, 0)[2]
+            g = unpack(float64_to_bits(nb - s), FLOAT64)[2]
         e = err if s > 0.0 else -err
         up = rand62 < stochastic_threshold(abs(s) - abs(lo), e, g)
         if up:
@@ -804,14 +852,14 @@ def add_float64(a, b, mode, saturate, rand62):
 
 
 @register_jitable
-def add_rounded(x, y, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+def add_rounded(x, y, f, mode, subnormals, saturate, rand62):
     """``x + y`` (any two float64s) correctly rounded to the format: one rounding of the exact
     sum, in every mode. The format needs precision <= 51 bits and a largest exponent <= 1022,
     or must be binary64 itself."""
-    if fmt_m >= 52:
+    if f.man_bits >= 52:
         r = add_float64(x, y, mode, saturate, rand62)
         # exact for a binary64 value; applies flush-to-zero
-        return round_value(r, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, 0)
+        return round_value(r, f, mode, subnormals, saturate, 0)
     s, err = two_sum(x, y)
     if math.isinf(s) and math.isfinite(x) and math.isfinite(y):
         # A finite sum beyond float64 (accumulators: fp64 terms, products near 2^1024): then
@@ -822,21 +870,21 @@ def add_rounded(x, y, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, r
         # max + quantum, rounds to the same result in every mode; inf would not (it stays inf
         # where max is due).
         return round_value(
-            math.copysign(F64_MAX, s), fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate,
+            math.copysign(F64_MAX, s), f, mode, subnormals, saturate,
             rand62,
         )  # fmt: skip
     if s == 0.0:
         s = zero_sum(x, y, mode)
     if mode == STOCHASTIC and ((err > 0.0) | (err < 0.0)):
         return round_sum_stochastic(
-            s, err, fmt_e, fmt_m, fmt_b, fmt_fn, subnormals, saturate, rand62
+            s, err, f, subnormals, saturate, rand62
         )
     t = round_to_odd_f64(s, err)
-    return round_value(t, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+    return round_value(t, f, mode, subnormals, saturate, rand62)
 
 
 @register_jitable
-def arith_op(op, a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+def arith_op(op, a, b, c, f, mode, subnormals, saturate, rand62):
     """One correctly rounded operation on float64 operands, result rounded once to the format.
 
     ``op``: OP_ADD (a + b), OP_SUB (a - b), OP_MUL (a * b), OP_DIV (a / b), OP_SQRT (sqrt(a); b
@@ -846,14 +894,14 @@ def arith_op(op, a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturat
     """
     if op == OP_MUL:
         # 19. The float64 product is exact: round it once.
-        return round_value(a * b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+        return round_value(a * b, f, mode, subnormals, saturate, rand62)
     if op == OP_DIV:
         # 20. Round-to-nearest in float64 is a correct stand-in for the exact quotient.
         q = div_float64(a, b)
-        return round_value(q, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+        return round_value(q, f, mode, subnormals, saturate, rand62)
     if op == OP_SQRT:
         r = sqrt_float64(a)
-        return round_value(r, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+        return round_value(r, f, mode, subnormals, saturate, rand62)
     # 21. add, sub, fma: the exact sum of two float64s (fma: the exact product and c).
     if op == OP_FMA:
         x = a * b
@@ -864,7 +912,7 @@ def arith_op(op, a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturat
     else:
         x = a
         y = b
-    return add_rounded(x, y, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62)
+    return add_rounded(x, y, f, mode, subnormals, saturate, rand62)
 
 
 @register_jitable
@@ -885,48 +933,48 @@ def stand_in_nearest(op, a, b, c):
 
 
 @register_jitable
-def add(a, b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+def add(a, b, f, mode, subnormals, saturate, rand62):
     """``a + b`` correctly rounded to the format (float64 result)."""
     return arith_op(
-        OP_ADD, a, b, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+        OP_ADD, a, b, 0.0, f, mode, subnormals, saturate, rand62
     )
 
 
 @register_jitable
-def sub(a, b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+def sub(a, b, f, mode, subnormals, saturate, rand62):
     """``a - b`` correctly rounded to the format (float64 result)."""
     return arith_op(
-        OP_SUB, a, b, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+        OP_SUB, a, b, 0.0, f, mode, subnormals, saturate, rand62
     )
 
 
 @register_jitable
-def mul(a, b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+def mul(a, b, f, mode, subnormals, saturate, rand62):
     """``a * b`` correctly rounded to the format (float64 result)."""
     return arith_op(
-        OP_MUL, a, b, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+        OP_MUL, a, b, 0.0, f, mode, subnormals, saturate, rand62
     )
 
 
 @register_jitable
-def div(a, b, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+def div(a, b, f, mode, subnormals, saturate, rand62):
     """``a / b`` correctly rounded to the format (float64 result)."""
     return arith_op(
-        OP_DIV, a, b, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+        OP_DIV, a, b, 0.0, f, mode, subnormals, saturate, rand62
     )
 
 
 @register_jitable
-def sqrt(a, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+def sqrt(a, f, mode, subnormals, saturate, rand62):
     """``sqrt(a)`` correctly rounded to the format (float64 result)."""
     return arith_op(
-        OP_SQRT, a, 0.0, 0.0, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+        OP_SQRT, a, 0.0, 0.0, f, mode, subnormals, saturate, rand62
     )
 
 
 @register_jitable
-def fma(a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62):
+def fma(a, b, c, f, mode, subnormals, saturate, rand62):
     """``a * b + c`` with one rounding to the format (float64 result)."""
     return arith_op(
-        OP_FMA, a, b, c, fmt_e, fmt_m, fmt_b, fmt_fn, mode, subnormals, saturate, rand62
+        OP_FMA, a, b, c, f, mode, subnormals, saturate, rand62
     )
