@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_bits.py
 	$(PY) benchmarks/bench_arith.py
 	$(PY) benchmarks/bench_train.py
+	$(PY) benchmarks/bench_scaling.py
 
 verify: $(STAMP)
 	$(PY) benchmarks/verify_exhaustive.py

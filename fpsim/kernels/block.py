@@ -1,0 +1,294 @@
+"""Block scaling in one pass: per block, the largest magnitude, the scale, and every element
+divided by the scale and rounded to the element format (numba CPU kernels; the same functions
+run uncompiled as the pure-Python reference).
+
+Two kinds of scale:
+
+* **power of two** (MX: an E8M0 scale ``X = 2^e``): dividing by X is exact in float64, so the
+  element is ``round(x · 2^-e)``, one rounding. ``e`` comes from the block's amax by one of the
+  rules :data:`SCALE_RULES` names, computed from amax's bits (no ``log2``, so no float error).
+* **a value of a float format** (NVFP4: an E4M3 scale ``s``, times an optional fp32 tensor
+  scale ``g``): ``s = round(amax / (max_elem · g))`` in the scale format, then each element is
+  ``round(x / (s · g))``. The quotients are not exact in float64; :func:`div_odd` gives the
+  quotient *rounded to odd*, which a second rounding to at most 51 bits turns into the correctly
+  rounded quotient, in every mode (Boldo & Melquiond, IEEE TC 57(4), 2008: the sticky last bit
+  of an odd result keeps every midpoint decision right). No ``1/s`` is ever formed: fpsim's
+  elements are the exact quotient rounded once, where torchao and TransformerEngine multiply by
+  a float32 reciprocal (which can break E2M1 ties the other way).
+
+A block holding NaN or ±inf gets a NaN scale, and every element of it is NaN (torchao does the
+same). Elements that overflow after scaling saturate to ±max (the MX spec; NVFP4 recipes clamp).
+"""
+
+import math
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from . import scalar
+from .record import FLOAT64, unflatten
+
+# How an MX (power-of-two) scale exponent comes from the block's amax. emax is the exponent of
+# the element format's largest value, m its fraction bits, max its largest value.
+FLOOR = 0  # OCP MX v1.0: floor(log2 amax) - emax (the block max may saturate)
+CEIL = 1  # torchao CEIL: ceil(log2 amax) - emax
+EVEN = 2  # torchao EVEN: amax rounded half-up to m fraction bits, then FLOOR
+RCEIL = 3  # NVIDIA (cvt.rp.ue8m0, cuDNN): the smallest 2^e with amax / 2^e <= max (no overflow)
+SCALE_RULES = {"floor": FLOOR, "ceil": CEIL, "even": EVEN, "rceil": RCEIL}
+
+E8M0_MIN, E8M0_MAX = -127, 127  # the exponents an E8M0 scale holds (0xFF is NaN)
+
+POW2 = 0  # scale kinds
+FLOAT = 1
+
+
+@register_jitable
+def mx_exponent(amax_bits, rule, elem_emax, elem_m, elem_max_sig):
+    """The scale exponent e (``X = 2^e``) of a block whose largest magnitude has the float64 bit
+    pattern ``amax_bits`` (finite, non-negative), by ``rule``, clamped to E8M0's [-127, 127].
+
+    With ``amax = sig × 2^(E - 52)`` (``2^52 <= sig < 2^53``, E = floor(log2 amax)), each rule is
+    integer arithmetic on sig and E: no ``log2``, no rounding error. An all-zero block gets the
+    smallest scale, 2^-127.
+    """
+    if amax_bits == 0:
+        return E8M0_MIN
+    _, _, E, sig = scalar.unpack(amax_bits, FLOAT64)
+    e = E - elem_emax  # FLOOR: amax / 2^e lies in [2^emax, 2^(emax+1))
+    if rule == CEIL:
+        e += 1 if sig != (1 << 52) else 0  # not a power of two: one binade up
+    elif rule == EVEN:
+        # torchao adds 2^(22-m) to amax's float32 bits and keeps the exponent: amax moves to
+        # the next binade when its significand rounds (half up) to 2 at m fraction bits, i.e.
+        # when sig >= 2^53 - 2^(51 - m).
+        e += 1 if sig >= (1 << 53) - (1 << (51 - elem_m)) else 0
+    elif rule == RCEIL:
+        # amax / 2^e = sig × 2^(emax - 52) must not exceed max = max_sig × 2^(emax - m).
+        e += 1 if sig > (elem_max_sig << (52 - elem_m)) else 0
+    return min(max(e, E8M0_MIN), E8M0_MAX)
+
+
+@register_jitable
+def two_prod(a, b):
+    """Dekker's TwoProduct: ``p = fl(a × b)`` and ``err`` with ``p + err == a × b`` exactly
+    (Veltkamp splitting; no FMA needed). Exact when no intermediate over- or underflows."""
+    c = 134217729.0  # 2^27 + 1: splits a 53-bit significand into two halves of <= 26 bits
+    t = c * a
+    ah = t - (t - a)
+    al = a - ah
+    t = c * b
+    bh = t - (t - b)
+    bl = b - bh
+    p = a * b
+    err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, err
+
+
+@register_jitable
+def div_odd(x, d):
+    """``x / d`` rounded to odd in float64 (``d > 0``): rounding it once more to a format of
+    at most 51 bits is the correct rounding of the exact quotient, in every mode.
+
+    q = fl(x / d); the remainder x - q·d is exact (q·d = p + err by TwoProduct, and x - p is
+    exact by Sterbenz since p is within a factor 2 of x), so its sign says on which side of q
+    the exact quotient lies; round_to_odd_f64 then steps q to its odd neighbour on that side
+    when q is even and inexact. TwoProduct loses err below float64's subnormals, i.e. for
+    |x| < 2^-969; the kernels only divide by d >= 2^-155 (a scale of at least 2^-6 times a
+    float32 tensor scale), so such a quotient is below 2^-814, far under half the smallest
+    value of any element format (at least 2^-149): it rounds to 0, or to the smallest value in
+    a directed mode, whichever side of q the exact value lies.
+    """
+    q = x / d
+    p, err = two_prod(q, d)
+    r = (x - p) - err  # the sign of the exact remainder x - q·d (NaN when q overflowed)
+    return scalar.round_to_odd_f64(q, r)
+
+
+@register_jitable
+def round_fast(t, elem, k):
+    """Round the float64 ``t`` to the element format, nearest even, saturating: the branch-free
+    path (``k``: its constants from ``scalar.nearest_even_constants``)."""
+    bits = scalar.round_nearest_even_bits(
+        scalar.float64_to_bits(t), FLOAT64, elem.man_bits, elem.bias, k
+    )
+    return scalar.bits_to_float64(bits)
+
+
+def _blocks(x, out, scales, blk0, blk1, flat, g, elem_max, scale_min):
+    """Quantize blocks ``blk0 .. blk1 - 1`` of the 2-D array ``x`` (blocks along its rows).
+
+    ``flat``: (element record, scale record, kind, rule or scale rounding mode, element
+    rounding mode, seed, block size) as one flat int tuple. ``out`` (float32, x's shape) gets
+    the element values, ``scales`` (float64, rows × blocks per row) the block scales: 2^e, or
+    the scale-format value s (the tensor scale ``g`` is applied on top), or NaN.
+    """
+    elem = unflatten(flat, 0)
+    sfmt = unflatten(flat, 10)
+    kind, srule, mode, seed, bs = flat[20], flat[21], flat[22], flat[23], flat[24]
+    n = x.shape[1]
+    nb = (n + bs - 1) // bs
+    fast = mode == scalar.NEAREST_EVEN and scalar.nearest_even_fast_ok(FLOAT64, elem)
+    k = scalar.nearest_even_constants(FLOAT64, elem, 1, 1)
+    emax = scalar.emax_of(elem)
+    max_sig = scalar.max_sig_of(elem)
+    stoch = mode == scalar.STOCHASTIC
+    mag_mask = (1 << 63) - 1
+    fscales = np.empty(0)
+    fbits = np.empty(0, np.int64)
+    if kind == FLOAT:
+        fscales, fbits = _float_scales(x, blk0, blk1, nb, bs, sfmt, srule, g, elem_max,
+                                       scale_min)  # fmt: skip
+    for blk in range(blk0, blk1):
+        row = blk // nb
+        lo = (blk % nb) * bs
+        hi = min(lo + bs, n)
+        xr = x[row, lo:hi]
+        o = out[row, lo:hi]
+        # 1. The block's largest magnitude, as the largest magnitude bit pattern: patterns of
+        #    non-negative floats are ordered like their values, and an integer max vectorises.
+        #    A pattern at or above inf's is inf or NaN.
+        if kind == FLOAT:
+            mbits = fbits[blk - blk0]
+        else:
+            mbits = 0
+            for i in range(hi - lo):
+                mbits = max(mbits, scalar.float64_to_bits(np.float64(xr[i])) & mag_mask)
+        if mbits >= 0x7FF0000000000000:
+            scales[row, blk % nb] = math.nan
+            for i in range(hi - lo):
+                o[i] = math.nan
+            continue
+        base = row * n + lo  # flat index of the block's first element (stochastic streams)
+        if kind == POW2:
+            # 2. MX: X = 2^e; x / X is exact.
+            e = mx_exponent(mbits, srule, emax, elem.man_bits, max_sig)
+            scales[row, blk % nb] = scalar.pow2(e)
+            inv = scalar.pow2(-e)
+            if fast:
+                for i in range(hi - lo):  # branch-free: vectorised
+                    o[i] = round_fast(np.float64(xr[i]) * inv, elem, k)
+            else:
+                for i in range(hi - lo):
+                    rand = scalar.random62(seed, base + i) if stoch else 0
+                    t = np.float64(xr[i]) * inv
+                    o[i] = scalar.round_value(t, elem, mode, 1, 1, rand)
+        else:
+            # 3. A float scale (NVFP4): see _float_scales, which computed it for every block.
+            sv = fscales[blk - blk0]
+            scales[row, blk % nb] = sv
+            d = sv * g  # exact: both have few significant bits
+            if fast:
+                for i in range(hi - lo):
+                    o[i] = round_fast(div_odd(np.float64(xr[i]), d), elem, k)
+            else:
+                for i in range(hi - lo):
+                    rand = scalar.random62(seed, base + i) if stoch else 0
+                    t = div_odd(np.float64(xr[i]), d)
+                    o[i] = scalar.round_value(t, elem, mode, 1, 1, rand)
+
+
+@register_jitable
+def _float_scales(x, blk0, blk1, nb, bs, sfmt, srule, g, elem_max, scale_min):
+    """The float block scales of blocks blk0 .. blk1 - 1: ``s = round(amax / (max · g))`` in the
+    scale format, clamped below at the scale format's smallest normal (torchao clamps its E4M3
+    scale to finfo.tiny = 2^-6, an all-zero block included; NaN blocks are handled by the
+    caller). One loop over the blocks for the amaxes, one for the scales: the scale arithmetic
+    (a division, a rounding) then runs vectorised across blocks instead of once per block
+    between the element loops."""
+    n = x.shape[1]
+    m = blk1 - blk0
+    amax = np.empty(m)
+    mbits = np.empty(m, np.int64)
+    for j in range(m):
+        blk = blk0 + j
+        row = blk // nb
+        lo = (blk % nb) * bs
+        hi = min(lo + bs, n)
+        xr = x[row, lo:hi]  # a 1-D slice indexed from 0: the loop vectorises (not x[row, i])
+        mb = 0
+        for i in range(xr.size):
+            mb = max(mb, scalar.float64_to_bits(np.float64(xr[i])) & ((1 << 63) - 1))
+        mbits[j] = mb
+        amax[j] = scalar.bits_to_float64(min(mb, 0x7FF0000000000000))  # NaN blocks: see caller
+    out = np.empty(m)
+    den = elem_max * g
+    if srule == scalar.NEAREST_EVEN and scalar.nearest_even_fast_ok(FLOAT64, sfmt):
+        ks = scalar.nearest_even_constants(FLOAT64, sfmt, 1, 1)
+        for j in range(m):
+            s = round_fast(div_odd(amax[j], den), sfmt, ks)
+            s = scale_min if s < scale_min else s
+            out[j] = s
+    else:
+        for j in range(m):
+            s = scalar.round_value(div_odd(amax[j], den), sfmt, srule, 1, 1, 0)
+            s = scale_min if s < scale_min else s
+            out[j] = s
+    return out, mbits
+
+
+_blocks_jit = njit(cache=True, nogil=True)(_blocks)
+
+CHUNK = 512  # blocks per parallel task
+PARALLEL_MIN = 1 << 16  # elements below which one thread is faster
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _blocks_parallel(x, out, scales, nblocks, flat, g, elem_max, scale_min):
+    ntasks = (nblocks + CHUNK - 1) // CHUNK
+    for t in prange(ntasks):
+        _blocks_jit(x, out, scales, t * CHUNK, min((t + 1) * CHUNK, nblocks), flat, g,
+                    elem_max, scale_min)  # fmt: skip
+
+
+def quantize_blocks(x: np.ndarray, out: np.ndarray, scales: np.ndarray, flat: tuple, g: float,
+                    elem_max: float, scale_min: float, backend: str = "cpu") -> None:  # fmt: skip
+    """Run :func:`_blocks` over every block of the C-contiguous 2-D float32/float64 ``x``."""
+    bs = flat[24]
+    nblocks = x.shape[0] * ((x.shape[1] + bs - 1) // bs)
+    args = (tuple(int(v) for v in flat), float(g), float(elem_max), float(scale_min))
+    if backend == "python":
+        _blocks(x, out, scales, 0, nblocks, *args)
+    elif x.size >= PARALLEL_MIN:
+        _blocks_parallel(x, out, scales, nblocks, *args)
+    else:
+        _blocks_jit(x, out, scales, 0, nblocks, *args)
+
+
+# ---- the largest magnitude of a whole tensor (NVFP4's per-tensor scale) -----------------------
+def _amax_chunk(xi, lo, hi, inf_bits):
+    """The largest magnitude bit pattern of xi[lo:hi] (1-D signed-integer view of floats),
+    NaN ignored (as fmaxf does): a magnitude pattern above inf's is NaN."""
+    s = xi[lo:hi]
+    mask = inf_bits | (inf_bits - 1)  # every bit but the sign
+    m = 0
+    for i in range(s.size):
+        b = s[i] & mask
+        m = max(m, b if b <= inf_bits else 0)
+    return m
+
+
+_amax_chunk_jit = njit(cache=True, nogil=True)(_amax_chunk)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _amax_parallel(xi, nchunks, size, inf_bits):
+    part = np.zeros(nchunks, np.int64)
+    for c in prange(nchunks):
+        part[c] = _amax_chunk_jit(xi, c * size, min((c + 1) * size, xi.size), inf_bits)
+    return part.max()
+
+
+def amax_ignoring_nan(x: np.ndarray) -> float:
+    """max |x| over the C-contiguous 1-D float32/float64 ``x``, NaN ignored (0.0 if empty or
+    all NaN; inf if x holds ±inf). Works on the bit patterns of the same width (an integer max
+    over 8 float32 lanes at a time)."""
+    it = np.int32 if x.dtype == np.float32 else np.int64
+    xi = x.view(it)
+    inf_bits = it(0x7F800000) if it is np.int32 else it(0x7FF0000000000000)
+    if x.size >= PARALLEL_MIN:
+        size = 1 << 16
+        bits = _amax_parallel(xi, (x.size + size - 1) // size, size, inf_bits)
+    else:
+        bits = _amax_chunk_jit(xi, 0, x.size, inf_bits)
+    return float(np.array(bits, it).view(x.dtype))
