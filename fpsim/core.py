@@ -441,7 +441,15 @@ def to_bits(
     # result: the store keeps exactly the low ``bits`` bits, which are the code.
     out = np.empty(src.shape, _code_dtype(f))
     params = (container.record, f.record, f.record, mode, sub, sat, seed_v)
-    _run(src, _signed_view(out), params, backend)
+    if backend == "python":
+        # Pure Python stores Python ints, which numpy range-checks: an unsigned format's code
+        # with its top bit set (E8M0's 0x80..0xFF) does not fit the signed view that compiled
+        # code wraps into. Collect int64 codes and wrap them on the copy instead.
+        wide = np.empty(src.shape, np.int64)
+        _run(src, wide, params, backend)
+        _signed_view(out)[...] = wide.astype(_signed_view(out).dtype)
+    else:
+        _run(src, _signed_view(out), params, backend)
     if f.bits < 8 * out.itemsize:
         # A format narrower than its code dtype (fp6 in uint8, tf32 in uint32): the store
         # sign-extended a negative code into the spare high bits; clear them, in place.
@@ -451,13 +459,20 @@ def to_bits(
 
 
 def _refuse_unencodable(arr: np.ndarray, f: Format) -> None:
-    """A format without NaN (FP4, FP6) has no code for NaN, nor, if unsigned, for negatives."""
+    """A format without NaN (FP4, FP6) has no code for NaN, nor, if unsigned, for negatives,
+    nor, if it has no zero (``Format(8, 0, style="finite", has_subnormals=False)``), for 0:
+    round_to makes those NaN."""
     bad = np.isnan(arr)
     if not f.signed:
         bad |= arr < 0
+    if not f.has_zero:
+        # 0 rounds to NaN where there is no zero; without this the NaN would be written as the
+        # code 0 (the smallest value)
+        bad |= arr == 0
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0]) if arr.ndim else ()
-        what = "NaN" if np.isnan(arr[where]) else "a negative number"
+        v = arr[where]
+        what = "NaN" if np.isnan(v) else ("zero" if v == 0 else "a negative number")
         raise ValueError(
             f"{f.name} has no NaN, so no code for {what} (at index {where}); round_to keeps NaN "
             "as the container's NaN, to_bits cannot"
@@ -532,9 +547,26 @@ def _step(x: Any, fmt: FormatLike, direction: int) -> Any:
             arr = arr.astype(np.float64)
         y = round_to(arr, f, near)
     y = np.asarray(y)
+    # x beyond the format's last value on the near side (no value at or below x for next_up):
+    # the answer is that last value. Rounding toward it would not find it where the format has
+    # no infinity (fn/fnuz overflow to NaN, FP4 saturates to -max, whose next_up is not -max),
+    # nor below 0 in an unsigned format or below E8M0's smallest value. x is compared through
+    # its float64 rounded away from that value (exact for floats; monotone for big integers).
+    if f.has_inf:
+        lowest = -np.inf if f.signed else (0.0 if f.has_zero else f.smallest_subnormal)
+        highest = np.inf
+    else:
+        lowest = -f.max if f.signed else (0.0 if f.has_zero else f.smallest_subnormal)
+        highest = f.max
+    with np.errstate(invalid="ignore"):
+        xd = np.asarray(round_to(x, fp64, near), dtype=np.float64)
+        beyond = xd < lowest if direction > 0 else xd > highest
+    no_value = np.isnan(y) & ~beyond
     # 2. One code further. Codes of one sign are ordered like magnitudes, so the step changes
-    #    the magnitude by one code: outward (+1) when the sign agrees with the direction.
-    codes = np.asarray(to_bits(y, f)).astype(np.uint64)
+    #    the magnitude by one code: outward (+1) when the sign agrees with the direction. (NaN
+    #    and beyond-range entries step from max, a value of every format, and are replaced below:
+    #    a format without NaN has no code for NaN.)
+    codes = np.asarray(to_bits(np.where(np.isnan(y) | beyond, f.max, y), f)).astype(np.uint64)
     width = f.exp_bits + f.man_bits
     one = np.uint64(1)
     sign_bit = np.uint64(1 << width) if f.signed else np.uint64(0)
@@ -551,16 +583,19 @@ def _step(x: Any, fmt: FormatLike, direction: int) -> Any:
     neg2 = np.where(cross, ~neg, neg2)
     # Where there is no -0 (fnuz, unsigned), stepping in to zero gives +0.
     neg2 = np.where((mag2 == 0) & ~cross & (not f.has_negzero), False, neg2)
-    new = np.where(neg2, mag2 | sign_bit, mag2).astype(np.uint64)
-    res = np.asarray(from_bits(new, f, dtype=y.dtype))
     # No value: past the largest finite value (inf where the format has it, else NaN), below
-    # zero in an unsigned format, beyond ±inf.
+    # zero in an unsigned format, beyond ±inf. (Past max the magnitude may leave the code
+    # range, as in an unsigned format without NaN: decode a harmless code there.)
     past_max = (mag2 > np.uint64(f.record.max_mag)) & ~np.isinf(y)
-    beyond = np.inf if f.has_inf else np.nan
-    res = np.where(past_max, np.where(neg2, -beyond, beyond), res)
+    new = np.where(neg2, mag2 | sign_bit, mag2).astype(np.uint64)
+    new = np.where(past_max, np.uint64(0), new)
+    res = np.asarray(from_bits(new, f, dtype=y.dtype))
+    beyond_max = np.inf if f.has_inf else np.nan
+    res = np.where(past_max, np.where(neg2, -beyond_max, beyond_max), res)
     res = np.where(neg2 & (not f.signed), np.nan, res)
     res = np.where(np.isinf(y) & outward, y, res)  # nothing lies beyond ±inf
-    res = np.where(np.isnan(y), np.nan, res).astype(y.dtype)
+    res = np.where(no_value, np.nan, res)
+    res = np.where(beyond, lowest if direction > 0 else highest, res).astype(y.dtype)
     return _in_kind_of(x, res, f)
 
 

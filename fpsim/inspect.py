@@ -1,9 +1,9 @@
 """Look inside one number: its bit fields, exact value, neighbours and rounding error.
 
 Everything here is for people: :func:`fields` splits a value rounded to a format into its sign,
-exponent and mantissa bits and computes exact facts about it; :func:`explain` prints them as a
-small table; :func:`compare` shows one value in several formats side by side; :func:`all_values`
-lists every code of a small (<= 16-bit) format.
+exponent and mantissa bits (those the format has) and computes exact facts about it;
+:func:`explain` prints them as a small table; :func:`compare` shows one value in several formats
+side by side; :func:`all_values` lists every code of a small (<= 16-bit) format.
 
 The bit code comes from :func:`fpsim.core.to_bits` (so the rounding is the simulator's own);
 everything else is exact integer and :class:`fractions.Fraction` arithmetic on that code. A
@@ -48,6 +48,7 @@ __all__ = [
     "explain",
     "all_values",
     "compare",
+    "describe_specials",
     "parse_number",
     "DEFAULT_COMPARE_FORMATS",
 ]
@@ -87,24 +88,46 @@ def exact_decimal(q: Fraction) -> str:
     return f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}"
 
 
-def _classify(biased: int, frac: int, f: Format) -> str:
-    """The class of a code from its exponent and fraction fields (IEEE or fn style)."""
-    top = f.max_exp_field
-    if biased == top:
-        if f.style == "ieee":
-            # IEEE: the all-ones exponent is reserved: fraction 0 is inf, anything else NaN.
-            return "inf" if frac == 0 else "nan"
-        # fn: the all-ones exponent holds ordinary values, except S.1111.111 which is NaN.
-        if frac == (1 << f.man_bits) - 1:
-            return "nan"
-    if biased == 0:
-        return "zero" if frac == 0 else "subnormal"
+def _width(f: Format) -> int:
+    """The magnitude bits (exponent and fraction), below the sign bit if there is one."""
+    return f.exp_bits + f.man_bits
+
+
+def _split(code: int, f: Format) -> tuple[int, int, int]:
+    """(sign, biased exponent field, fraction field) of a code; sign 0 in an unsigned format."""
+    w = _width(f)
+    sign = (code >> w) & 1 if f.signed else 0
+    return sign, (code >> f.man_bits) & f.max_exp_field, code & ((1 << f.man_bits) - 1)
+
+
+def _classify(code: int, f: Format) -> str:
+    """The class of a code: "zero", "subnormal", "normal", "inf" or "nan".
+
+    Where the specials sit is read from the format's record: magnitude codes (the code without
+    its sign bit) at or above ``nan_mag`` are NaN (IEEE: all-ones exponent with a non-zero
+    fraction; OCP E4M3/E8M0: the all-ones code), ``inf_mag`` is infinity (IEEE: all-ones
+    exponent, fraction 0; P3109: the top code), and in the ``negzero`` encoding (fnuz, P3109)
+    the sign bit alone -- the code -0 would have -- is the one NaN. Exponent field 0 holds zero
+    and the subnormals, unless the format has none (E8M0: an ordinary binade).
+    """
+    r = f.record
+    w = _width(f)
+    mag = code & ((1 << w) - 1)
+    if r.negzero_nan and code == 1 << w:
+        return "nan"
+    if mag >= r.nan_mag:
+        return "nan"
+    if mag == r.inf_mag:
+        return "inf"
+    if f.has_subnormals and mag >> f.man_bits == 0:
+        return "zero" if mag == 0 else "subnormal"
     return "normal"
 
 
 def _magnitude(biased: int, frac: int, f: Format) -> Fraction:
-    """Exact |value| of a finite code: 1.f × 2^(E - bias), or 0.f × 2^emin when E == 0."""
-    if biased == 0:
+    """Exact |value| of a finite code: 1.f × 2^(E - bias), or 0.f × 2^emin when E == 0 (in a
+    format with subnormals)."""
+    if biased == 0 and f.has_subnormals:
         # No implicit bit; the exponent stays at emin = 1 - bias (not 0 - bias): this is what
         # makes the subnormals continue the spacing of the smallest binade (gradual underflow).
         return frac * _pow2(f.emin - f.man_bits)
@@ -113,14 +136,17 @@ def _magnitude(biased: int, frac: int, f: Format) -> Fraction:
 
 def _decode(code: int, f: Format) -> float:
     """The value of a code as a (float64-exact) Python float, inf and NaN included."""
-    sign = (code >> (f.bits - 1)) & 1
-    biased = (code >> f.man_bits) & f.max_exp_field
-    frac = code & ((1 << f.man_bits) - 1)
-    cls = _classify(biased, frac, f)
+    sign, biased, frac = _split(code, f)
+    cls = _classify(code, f)
     if cls == "nan":
         return math.nan
     mag = math.inf if cls == "inf" else float(_magnitude(biased, frac, f))
     return -mag if sign else mag
+
+
+def _top_mag(f: Format) -> int:
+    """The largest magnitude code that is a value: +inf's, or the largest finite one's."""
+    return f.record.inf_mag if f.has_inf else f.record.max_mag
 
 
 def _neighbours(code: int, cls: str, f: Format) -> tuple[float, float]:
@@ -128,24 +154,32 @@ def _neighbours(code: int, cls: str, f: Format) -> tuple[float, float]:
 
     Codes of one sign are ordered like the magnitudes they encode (that is why the exponent sits
     above the fraction), so the next value away from zero is ``magnitude code + 1`` and the next
-    toward zero ``magnitude code - 1``. Past the largest finite value lies inf (IEEE style) or the
-    NaN code (fn style: no value there, reported as NaN).
+    toward zero ``magnitude code - 1``. Where no value lies that way the neighbour is NaN: above
+    the largest finite value of a format without inf (the next code is NaN, or there is none),
+    below the smallest value of an unsigned format (0, or E8M0's 2^-127: it has no zero).
     """
     if cls == "nan":
         return math.nan, math.nan
-    sign_bit = 1 << (f.bits - 1)
-    neg = bool(code & sign_bit)
-    mag = code & (sign_bit - 1)
-    if cls == "zero":  # from ±0 the steps go to the smallest subnormal of either sign
-        tiny = _decode(1, f)
-        return -tiny, tiny
+    w = _width(f)
+    neg = f.signed and bool((code >> w) & 1)
+    mag = code & ((1 << w) - 1)
+
+    def value(mg: int) -> float:
+        return _decode(mg, f) if 0 <= mg <= _top_mag(f) else math.nan
+
+    if cls == "zero":  # from 0 the steps go to the smallest subnormal (of either sign)
+        tiny = value(1)
+        return (-tiny if f.signed else math.nan), tiny
     if cls == "inf":  # nothing lies beyond ±inf
-        edge = _decode(mag - 1, f)
+        edge = value(mag - 1)
         return (-math.inf, -edge) if neg else (edge, math.inf)
-    outward = _decode(mag + 1, f)
-    inward = _decode(mag - 1, f)  # +0.0 when mag == 1
+    outward = value(mag + 1)
+    inward = value(mag - 1)  # 0.0 when mag == 1; NaN below E8M0's smallest value
+    if mag == 0 and f.signed:  # no zero (no subnormals), signed: the step crosses to -smallest
+        inward = -value(0)
     if neg:
-        return -outward, -inward  # next_up of a negative value moves toward zero (-0.0 last)
+        # next_up of a negative value moves toward zero (-0.0 last, +0.0 where there is no -0)
+        return -outward, (-inward if inward or f.has_negzero else 0.0)
     return inward, outward
 
 
@@ -166,22 +200,134 @@ def _input_ulp(x: Fraction, f: Format) -> Fraction:
     return _pow2(lead - f.man_bits)
 
 
+# ---- texts about a format, computed from its properties ------------------------------------------
+def _hex(f: Format, code: int) -> str:
+    """A code in hex with as many digits as the format needs (fp16: ``0x7c00``, fp4: ``0x7``)."""
+    return f"0x{code:0{(f.bits + 3) // 4}x}"
+
+
+def _num_text(v: float) -> str:
+    """A value for a sentence: ``448``, ``-6``, ``0.5``, ``2^-127``, ``3.4028234663852886e+38``."""
+    if math.isfinite(v) and v.is_integer() and abs(v) < 2**53:
+        return str(int(v))
+    mant, e = math.frexp(abs(v))
+    if mant == 0.5 and abs(e - 1) > 16:
+        return f"{'-' if v < 0 else ''}2^{e - 1}"
+    return repr(float(v))
+
+
+def _bits_text(f: Format, sign: str, exp: str, man: str) -> str:
+    """The fields the format has, space separated: ``'0 01011 1001100110'``, E8M0 ``'01111111'``."""
+    return " ".join(([sign] if f.signed else []) + [exp] + ([man] if f.man_bits else []))
+
+
+def _field_names(f: Format) -> str:
+    """``sign | exponent | mantissa``, naming the fields a format lacks (E8M0:
+    ``exponent; no sign bit, no mantissa bits``)."""
+    names = (["sign"] if f.signed else []) + ["exponent"] + (["mantissa"] if f.man_bits else [])
+    missing = ([] if f.signed else ["no sign bit"]) + ([] if f.man_bits else ["no mantissa bits"])
+    return " | ".join(names) + (f"; {', '.join(missing)}" if missing else "")
+
+
+def _form_text(f: Format, sign: int, lead: int, man: str, exponent: int) -> str:
+    """``(-1)^0 × 1.1001100110₂ × 2^-4``; no sign factor in an unsigned format, and a power of
+    two alone without mantissa bits (E8M0: ``2^-4``)."""
+    s = f"(-1)^{sign} × " if f.signed else ""
+    if man:
+        return f"{s}{lead}.{man}₂ × 2^{exponent}"
+    return f"{s}2^{exponent}" if lead else f"{s}0 × 2^{exponent}"  # no mantissa: 0 is zero
+
+
+def _layout_text(f: Format) -> str:
+    """``1 sign, 5 exponent, 10 mantissa bits``; ``unsigned (no sign bit), 8 exponent bits, no
+    mantissa bits``."""
+    sign = "1 sign" if f.signed else "unsigned (no sign bit)"
+    if f.man_bits:
+        return f"{sign}, {f.exp_bits} exponent, {f.man_bits} mantissa bits"
+    return f"{sign}, {f.exp_bits} exponent bits, no mantissa bits"
+
+
+def _nan_pattern(f: Format) -> str:
+    """The all-ones NaN of a signed format as ``S.1111.111`` (S: either sign)."""
+    return ".".join(["S", "1" * f.exp_bits] + (["1" * f.man_bits] if f.man_bits else []))
+
+
+def describe_specials(f: Format) -> str:
+    """What a format has besides its finite numbers, in words computed from its properties.
+
+    >>> describe_specials(get_format("fp16")), describe_specials(get_format("fp8_e4m3"))
+    ('IEEE style (inf and NaN in the top exponent)', 'no inf; NaN = S.1111.111')
+    >>> describe_specials(get_format("fp8_e4m3fnuz")), describe_specials(get_format("fp4_e2m1"))
+    ('no inf; NaN = the code 0x80 (no -0)', 'no inf, no NaN: overflow saturates to ±6')
+    >>> describe_specials(get_format("e8m0")), describe_specials(get_format("p3109_k8p3se"))
+    ('no zero, no subnormals; no inf; NaN = 0xff', '±inf = 0x7f/0xff; NaN = the code 0x80 (no -0)')
+    """
+    parts = [] if f.has_zero else ["no zero, no subnormals"]
+    pm = "±" if f.signed else ""
+    if f.has_inf and f.nan == "ieee":
+        return "; ".join(parts + ["IEEE style (inf and NaN in the top exponent)"])
+    if not f.has_inf and not f.has_nan:
+        return "; ".join(parts + [f"no inf, no NaN: overflow saturates to {pm}{_num_text(f.max)}"])
+    if not f.has_inf:
+        parts.append("no inf")
+    elif f.signed:
+        sign_bit = 1 << (f.bits - 1)
+        parts.append(f"±inf = {_hex(f, f.inf_code)}/{_hex(f, f.inf_code | sign_bit)}")
+    else:
+        parts.append(f"inf = {_hex(f, f.inf_code)}")
+    if f.nan == "ieee":
+        parts.append("NaN = exponent all ones, fraction ≠ 0")
+    elif f.nan == "all_ones":
+        parts.append(f"NaN = {_nan_pattern(f)}" if f.signed else f"NaN = {_hex(f, f.nan_code)}")
+    elif f.nan == "negzero":
+        parts.append(f"NaN = the code {_hex(f, f.nan_code)} (no -0)")
+    else:
+        parts.append("no NaN")
+    return "; ".join(parts)
+
+
+def _no_code_reason(xf: float, exact: Fraction | None, f: Format) -> str | None:
+    """Why no code of ``f`` holds the input (NaN in a format without NaN; a negative number in
+    an unsigned format without NaN), or None when one does."""
+    if f.has_nan:
+        return None
+    if exact is None and math.isnan(xf):
+        return (
+            "no NaN, so no code holds NaN: round_to keeps NaN (its float result is NaN) and "
+            "to_bits has no code to give"
+        )
+    if not f.signed and (exact < 0 if exact is not None else xf < 0):
+        return (
+            "unsigned and no NaN, so no code holds a negative number: round_to gives NaN (a "
+            "float NaN) and to_bits has no code to give"
+        )
+    return None
+
+
+def _smallest_value(f: Format) -> float:
+    """The smallest positive value (E8M0, without zero or subnormals: its code 0)."""
+    return f.smallest_subnormal if f.has_subnormals else f.min_normal
+
+
 # ---- fields ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fields:
     """Everything about one value rounded to one format (made by :func:`fields`).
 
-    Bit fields: ``sign`` (0/1), ``exponent_bits`` and ``mantissa_bits`` (strings of 0/1),
-    ``code`` (the unsigned integer) and ``hex``. Exponent: ``biased_exponent`` (the field as an
-    integer) and ``exponent`` (unbiased; ``emin`` for zero and subnormals, None for inf/NaN).
-    ``cls``: "zero", "subnormal", "normal", "inf" or "nan". Value: ``value`` (exact Fraction, None
-    for inf/NaN), ``stored`` (the same as a float, with -0.0/inf/nan), ``decimal`` (all digits),
-    ``form`` (``(-1)^s × 1.f₂ × 2^e``), ``significand`` (exact). Spacing: ``ulp`` (Fraction, at
-    the stored value; None for inf/NaN), ``next_down`` and ``next_up`` (floats). The input:
-    ``exact_input`` (its exact value as a Fraction, None for inf/NaN) and ``input`` (the float64
-    nearest to it, the same number for float input). Rounding error of the exact input:
-    ``error = value - exact_input`` (Fraction), ``rel_error = error / exact_input`` and
-    ``error_ulps = error / ulp(exact_input)``, each None where it is not a finite number.
+    Bit fields: ``sign`` (0/1; 0 in an unsigned format, which has no sign bit),
+    ``exponent_bits`` and ``mantissa_bits`` (strings of 0/1; the mantissa is ``""`` in a format
+    without mantissa bits such as E8M0), ``code`` (the unsigned integer) and ``hex``. Exponent:
+    ``biased_exponent`` (the field as an integer) and ``exponent`` (unbiased; ``emin`` for zero
+    and subnormals, None for inf/NaN). ``cls``: "zero", "subnormal", "normal", "inf" or "nan".
+    Value: ``value`` (exact Fraction, None for inf/NaN), ``stored`` (the same as a float, with
+    -0.0/inf/nan), ``decimal`` (all digits), ``form`` (``(-1)^s × 1.f₂ × 2^e``), ``significand``
+    (exact). Spacing: ``ulp`` (Fraction, at the stored value; None for inf/NaN), ``next_down``
+    and ``next_up`` (floats; NaN where no value lies that way: above the max of a format without
+    inf, below the smallest value of an unsigned format or of E8M0). The input: ``exact_input``
+    (its exact value as a Fraction, None for inf/NaN) and ``input`` (the float64 nearest to it,
+    the same number for float input). Rounding error of the exact input: ``error = value -
+    exact_input`` (Fraction), ``rel_error = error / exact_input`` and ``error_ulps = error /
+    ulp(exact_input)``, each None where it is not a finite number.
     """
 
     format: Format
@@ -210,8 +356,9 @@ class Fields:
 
     @property
     def bits(self) -> str:
-        """The code as ``"sign exponent mantissa"``, e.g. ``'0 01011 1001100110'``."""
-        return f"{self.sign} {self.exponent_bits} {self.mantissa_bits}"
+        """The code as ``"sign exponent mantissa"``, e.g. ``'0 01011 1001100110'``; only the
+        fields the format has (E8M0, unsigned with no mantissa bits: ``'01111111'``)."""
+        return _bits_text(self.format, str(self.sign), self.exponent_bits, self.mantissa_bits)
 
     def __str__(self) -> str:
         return _explain_fields(self)
@@ -319,6 +466,10 @@ def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:
 
     ``x`` is one number (Python/numpy scalar, or a string such as ``"0.1"`` or ``"0x1p-3"``),
     taken as a float64; ``fmt`` any format (name, alias or :class:`~fpsim.formats.Format`).
+    Every format works: unsigned ones (no sign bit in ``bits``), E8M0 (no mantissa, no zero),
+    fnuz and P3109 (NaN at ``0x80``, no -0), FP4/FP6 (no inf, no NaN: overflow saturates). An
+    input no code holds -- NaN in a format without NaN, a negative number in an unsigned one
+    without NaN -- raises ValueError saying so (:func:`explain` prints it).
 
     >>> f = fields(0.1, "fp16")
     >>> f.bits, f.code, f.cls, f.exponent, f.value
@@ -329,20 +480,23 @@ def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:
     (-2.441406250000555e-05, -0.40000000000009095)
     >>> fields(-0.0, "bf16").bits, fields(1e-7, "fp16").cls, fields(1000, "e4m3").cls
     ('1 00000000 0000000', 'subnormal', 'nan')
+    >>> fields(0.1, "e8m0").bits, fields(-0.0, "fp8_e4m3fnuz").hex, fields(1e9, "fp4_e2m1").stored
+    ('01111100', '0x00', 6.0)
     """
     f = get_format(fmt)
     xf, exact = _as_exact(x)
+    no_code = _no_code_reason(xf, exact, f)
+    if no_code is not None:
+        raise ValueError(f"{f.name}: {no_code}")
     # A float is rounded as itself (its sign of zero included), anything else from its exact value.
     code = int(to_bits(xf if _float_is_exact(xf, exact) else exact, f, rounding))
 
-    # 1. Cut the code into its fields (the sign bit on top, then exponent, then fraction).
+    # 1. Cut the code into its fields (the sign bit on top, if any, then exponent, then fraction).
     m = f.man_bits
-    sign = code >> (f.bits - 1)
-    biased = (code >> m) & f.max_exp_field
-    frac = code & ((1 << m) - 1)
-    cls = _classify(biased, frac, f)
+    sign, biased, frac = _split(code, f)
+    cls = _classify(code, f)
     exp_str = format(biased, f"0{f.exp_bits}b")
-    man_str = format(frac, f"0{m}b")
+    man_str = format(frac, f"0{m}b") if m else ""
 
     # 2. Exact value: normal 1.f × 2^(E - bias); zero/subnormal 0.f × 2^emin.
     sgn = "-" if sign else ""
@@ -358,7 +512,7 @@ def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:
         value = (-1 if sign else 1) * significand * _pow2(exponent)
         stored = float(value) if value else (-0.0 if sign else 0.0)
         decimal = sgn + exact_decimal(abs(value))
-        form = f"(-1)^{sign} × {lead}.{man_str}₂ × 2^{exponent}"
+        form = _form_text(f, sign, lead, man_str, exponent)
         # The spacing of the grid around the value: one unit of the last mantissa bit.
         ulp = _pow2(exponent - m)
     next_down, next_up = _neighbours(code, cls, f)
@@ -372,7 +526,7 @@ def fields(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> Fields:
 
     return Fields(
         format=f, input=xf, exact_input=exact, rounding=rounding, sign=sign, exponent_bits=exp_str,
-        mantissa_bits=man_str, code=code, hex=f"0x{code:0{(f.bits + 3) // 4}x}",
+        mantissa_bits=man_str, code=code, hex=_hex(f, code),
         biased_exponent=biased, exponent=exponent, cls=cls, value=value, stored=stored,
         decimal=decimal, significand=significand, form=form, ulp=ulp, next_down=next_down,
         next_up=next_up, error=error, rel_error=rel_error, error_ulps=error_ulps,
@@ -445,39 +599,135 @@ def _rows(label: str, text: str) -> list[str]:
     return out
 
 
-def _describe_format(f: Format) -> str:
-    style = "IEEE style" if f.style == "ieee" else "fn style: no inf, NaN = S.1...1"
+def _result_note(fl: Fields) -> tuple[str, str] | None:
+    """(a short tag, a sentence) when the result is not simply the nearest value of the input:
+    overflow to inf or NaN, saturation to the max (a format without inf and NaN), NaN for a
+    negative input of an unsigned format or for 0 in a format without zero, the smallest value
+    for an input below it in a format without zero, +0 for a negative input where there is no
+    -0. None otherwise (also for NaN -> NaN and inf -> inf)."""
+    f, q, x = fl.format, fl.exact_input, fl.input
+    mx = _num_text(f.max)
+    if fl.cls == "nan":
+        if q is None:
+            if math.isnan(x):
+                return None
+            if x < 0 and not f.signed:
+                return "unsigned", "unsigned: -inf has no code, it becomes NaN"
+            return "no inf", f"no inf: {_float_text(x)} becomes NaN"
+        if q == 0 and not f.has_zero:
+            return "no zero", "no zero (no subnormals): 0 becomes NaN"
+        if q < 0 and not f.signed:
+            return "unsigned", "unsigned: a negative input has no code, it becomes NaN"
+        if abs(q) > f.max:
+            return "overflow", (
+                f"overflow: |input| is beyond the largest finite value {mx} and there is no "
+                "inf, so it becomes NaN"
+            )
+        return None
+    if fl.cls == "inf":
+        if q is None:
+            return None
+        return "overflow", (
+            f"overflow: |input| is beyond the largest finite value {mx}, so it becomes {fl.decimal}"
+        )
+    stored = _num_text(fl.stored)
+    if q is None:  # ±inf in a format without inf (and without NaN, or it would be NaN)
+        return "saturated", f"no inf and no NaN: {_float_text(x)} saturates to {stored}"
+    if not f.has_inf and not f.has_nan and abs(q) > f.max and abs(fl.value) == f.max:
+        return "saturated", (
+            f"|input| is beyond the largest value {mx} and there is no inf or NaN, so it "
+            f"saturates to {stored}"
+        )
+    smallest = _smallest_value(f)
+    if not f.has_zero and 0 < abs(q) < smallest and abs(fl.value) == smallest:
+        return "no zero", (
+            f"|input| is below the smallest value {_num_text(smallest)} and there is no zero, "
+            f"so it becomes {stored}"
+        )
+    negative = q < 0 or (q == 0 and math.copysign(1.0, x) < 0)
+    if fl.cls == "zero" and negative and f.signed and not f.has_negzero:
+        return "no -0", (
+            f"no -0 (its code {_hex(f, f.nan_code)} is NaN): the negative input rounds to +0"
+        )
+    return None
+
+
+def _special_code_text(fl: Fields) -> str:
+    """What the fields of an inf or NaN code say, by the format's encoding of its specials."""
+    f = fl.format
+    e_field = f"{fl.exponent_bits}₂ = {fl.biased_exponent}"
+    frac = f", fraction {fl.mantissa_bits}₂" if f.man_bits else ""
+    if not f.has_inf:
+        inf = "no inf"
+    elif f.signed:
+        inf = f"±inf = {_hex(f, f.inf_code)}/{_hex(f, f.inf_code | (1 << _width(f)))}"
+    else:
+        inf = f"inf = {_hex(f, f.inf_code)}"
+    if fl.cls == "inf":
+        if f.nan == "ieee":
+            return f"{e_field} (all ones) with fraction 0: infinity"
+        return (
+            f"{e_field}{frac}: the code just above the largest finite value is "
+            f"{'-' if fl.sign else '+'}infinity"
+        )
+    if f.nan == "ieee":
+        return f"{e_field} (all ones) with fraction != 0: NaN"
+    if f.nan == "all_ones" and f.signed:
+        return f"{e_field}, fraction all ones: the only NaN ({_nan_pattern(f)}; {inf})"
+    if f.nan == "all_ones":
+        return f"{e_field}{frac}: all ones, {f.name}'s only NaN code ({inf})"
+    # negzero: the sign bit alone
     return (
-        f"{f.name}: 1 sign, {f.exp_bits} exponent, {f.man_bits} mantissa bits; "
-        f"bias {f.bias}; {style}"
+        f"{e_field}{frac} with the sign bit set: {fl.hex}, the code -0 would have, is "
+        f"the only NaN (no -0; {inf})"
     )
+
+
+def _neighbour_text(fl: Fields, up: bool) -> str:
+    """next up / next down for explain(): the exact decimal, or why there is none."""
+    v = fl.next_up if up else fl.next_down
+    if not math.isnan(v) or fl.cls == "nan":
+        return _digits_text(_value_text(v))
+    f = fl.format
+    edge = _num_text(fl.stored)
+    if fl.stored == 0:
+        return f"none: {f.name} is unsigned, no value lies below 0"
+    if abs(fl.stored) == f.max:
+        extreme = "largest" if up else "lowest"
+        nxt = fl.code + 1  # magnitude + 1, in either sign
+        if nxt < f.num_codes and _classify(nxt, f) == "nan":
+            return f"none: {edge} is the {extreme} value; the next code, {_hex(f, nxt)}, is NaN"
+        return f"none: {edge} is the {extreme} value (no inf)"
+    return f"none: {edge} is the smallest value (no zero)"
 
 
 def _explain_fields(fl: Fields) -> str:
     f = fl.format
     exact_text = not _float_is_exact(fl.input, fl.exact_input)
     shown = _digits_text(_input_text(fl.exact_input)) if exact_text else _float_text(fl.input)
-    lines = [f"{shown} in {_describe_format(f)}"]
-    rows: list[str] = []
-    hint = "   (sign | exponent | mantissa)" if f.bits <= 32 else ""
+    lines = [f"{shown} in {f.name}: {_layout_text(f)}; bias {f.bias}"]
+    rows: list[str] = _rows("specials", describe_specials(f))
+    hint = f"   ({_field_names(f)})" if f.bits <= 32 else ""
     rows += _rows("bits", fl.bits + hint)
     rows += _rows("code", f"{fl.hex} = {fl.code}")
     rows += _rows("class", fl.cls)
     e_field = f"{fl.exponent_bits}₂ = {fl.biased_exponent}"
     if fl.cls == "normal":
-        rows += _rows(
-            "exponent", f"{e_field}; {fl.biased_exponent} - bias {f.bias} = {fl.exponent}"
-        )
-        rows += _rows("significand", f"1.{fl.mantissa_bits}₂ = {exact_decimal(fl.significand)}")
+        text = f"{e_field}; {fl.biased_exponent} - bias {f.bias} = {fl.exponent}"
+        if fl.biased_exponent == 0:  # a format without subnormals (E8M0)
+            text += " (no subnormals: field 0 is an ordinary binade)"
+        rows += _rows("exponent", text)
+        if f.man_bits:
+            sig = f"1.{fl.mantissa_bits}₂ = {exact_decimal(fl.significand)}"
+        else:
+            sig = "1 (no mantissa bits: every value is a power of two)"
+        rows += _rows("significand", sig)
     elif fl.cls in ("zero", "subnormal"):
         rows += _rows("exponent", f"{e_field}: no implicit 1, exponent emin = 1 - bias = {f.emin}")
-        rows += _rows("significand", f"0.{fl.mantissa_bits}₂ = {exact_decimal(fl.significand)}")
-    elif fl.cls == "inf":
-        rows += _rows("exponent", f"{e_field} (all ones) with fraction 0: infinity")
-    elif f.style == "ieee":
-        rows += _rows("exponent", f"{e_field} (all ones) with fraction != 0: NaN")
+        sig = f"0.{fl.mantissa_bits}₂ = {exact_decimal(fl.significand)}" if f.man_bits else "0"
+        rows += _rows("significand", sig)
     else:
-        rows += _rows("exponent", f"{e_field}, fraction all ones: the fn style's only NaN")
+        rows += _rows("exponent", _special_code_text(fl))
     if fl.value is not None:
         rows += _rows("value", fl.form)
         text = _digits_text(fl.decimal)
@@ -493,6 +743,7 @@ def _explain_fields(fl: Fields) -> str:
     else:
         rows += _rows("input", f"{_float_text(fl.input)} as float64 is exactly")
         rows += _rows("", _digits_text(_value_text(fl.input)))
+    note = _result_note(fl)
     if fl.error is not None:
         rel = "-" if fl.rel_error is None else f"{float(fl.rel_error):.3e}"
         rows += _rows(
@@ -501,22 +752,38 @@ def _explain_fields(fl: Fields) -> str:
             f"{float(fl.error_ulps):.4g} ulp)",
         )
         rows += _rows("", f"exactly {_digits_text(_input_text(fl.error))}")
-    elif fl.exact_input is not None and fl.value is None:
-        rows += _rows("error", f"overflow: |input| is beyond the largest finite {f.max!r}")
-    else:
+        if note is not None:
+            rows += _rows("note", note[1])
+    elif note is not None:
+        rows += _rows("error", note[1])
+    elif fl.exact_input is None:
         rows += _rows("error", "- (input is not finite)")
+    else:
+        rows += _rows("error", f"- (the result is {fl.decimal})")
     if fl.ulp is not None:
         rows += _rows("ulp", _pow2_text(fl.ulp))
-    rows += _rows("next down", _digits_text(_value_text(fl.next_down)))
-    rows += _rows("next up", _digits_text(_value_text(fl.next_up)))
+    rows += _rows("next down", _neighbour_text(fl, up=False))
+    rows += _rows("next up", _neighbour_text(fl, up=True))
     return "\n".join(lines + rows)
+
+
+def _explain_no_code(x: Any, f: Format) -> str | None:
+    """explain() of an input no code of ``f`` holds (NaN in FP4), or None."""
+    xf, exact = _as_exact(x)
+    reason = _no_code_reason(xf, exact, f)
+    if reason is None:
+        return None
+    shown = _float_text(xf) if _float_is_exact(xf, exact) else _digits_text(_input_text(exact))
+    rows = _rows("specials", describe_specials(f)) + _rows("bits", "none") + _rows("result", reason)
+    return "\n".join([f"{shown} in {f.name}: {_layout_text(f)}; bias {f.bias}"] + rows)
 
 
 def explain(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> str:
     """A multi-line, human-readable account of ``x`` rounded to ``fmt`` (see :func:`fields`).
 
     >>> print(explain(0.1, "fp16"))
-    0.1 in fp16: 1 sign, 5 exponent, 10 mantissa bits; bias 15; IEEE style
+    0.1 in fp16: 1 sign, 5 exponent, 10 mantissa bits; bias 15
+      specials     IEEE style (inf and NaN in the top exponent)
       bits         0 01011 1001100110   (sign | exponent | mantissa)
       code         0x2e66 = 11878
       class        normal
@@ -532,15 +799,18 @@ def explain(x: Any, fmt: FormatLike, rounding: str = "nearest_even") -> str:
       next down    0.09991455078125
       next up      0.10003662109375
     """
-    return _explain_fields(fields(x, fmt, rounding))
+    f = get_format(fmt)
+    no_code = _explain_no_code(x, f)
+    return no_code if no_code is not None else _explain_fields(fields(x, f, rounding))
 
 
 # ---- all_values --------------------------------------------------------------------------------
 def all_values(fmt: FormatLike) -> np.ndarray:
     """Every code of a format of at most 16 bits, as a numpy structured array sorted by code.
 
-    Columns: ``code`` (uint16), ``bits`` (``"s eeee mmm"``), ``cls`` (as in :func:`fields`) and
-    ``value`` (float64; NaN codes give nan). Wider formats raise ValueError (fp32 has 4 billion).
+    Columns: ``code`` (uint16), ``bits`` (``"s eeee mmm"``: the fields the format has, so
+    ``"eeeeeeee"`` for E8M0), ``cls`` (as in :func:`fields`) and ``value`` (float64; NaN codes
+    give nan). Wider formats raise ValueError (fp32 has 4 billion).
 
     >>> t = all_values("fp8_e4m3")
     >>> len(t), str(t[0x7E]["bits"]), float(t[0x7E]["value"]), int((t["cls"] == "nan").sum())
@@ -552,18 +822,16 @@ def all_values(fmt: FormatLike) -> np.ndarray:
             f"all_values() lists formats of at most 16 bits; {f.name} has {f.bits} bits "
             f"({f.num_codes} codes)"
         )
-    m, e = f.man_bits, f.exp_bits
+    m, r = f.man_bits, f.record
+    w = _width(f)
     codes = np.arange(f.num_codes, dtype=np.int64)
-    biased = (codes >> m) & f.max_exp_field
-    frac = codes & ((1 << m) - 1)
-    # Classes from the fields, vectorised (the same rules as _classify).
-    top = biased == f.max_exp_field
-    if f.style == "ieee":
-        is_inf, is_nan = top & (frac == 0), top & (frac != 0)
-    else:
-        is_inf, is_nan = np.zeros_like(top), top & (frac == (1 << m) - 1)
+    mag = codes & ((1 << w) - 1)
+    # Classes from the magnitude code, vectorised (the same rules as _classify).
+    is_nan = (mag >= r.nan_mag) | ((codes == 1 << w) if r.negzero_nan else False)
+    is_inf = ~is_nan & (mag == r.inf_mag)
+    low = (mag >> m == 0) if f.has_subnormals else np.zeros(codes.shape, bool)
     cls = np.select(
-        [is_nan, is_inf, (biased == 0) & (frac == 0), biased == 0],
+        [is_nan, is_inf, low & (mag == 0), low],
         ["nan", "inf", "zero", "subnormal"],
         default="normal",
     )
@@ -577,8 +845,10 @@ def all_values(fmt: FormatLike) -> np.ndarray:
         ],
     )
     table["code"] = codes
+    s = int(f.signed)
     strings = [format(c, f"0{f.bits}b") for c in range(f.num_codes)]
-    table["bits"] = [f"{s[0]} {s[1 : 1 + e]} {s[1 + e :]}" for s in strings]
+    table["bits"] = [_bits_text(f, b[:s], b[s : s + f.exp_bits], b[s + f.exp_bits :])
+                     for b in strings]  # fmt: skip
     table["cls"] = cls
     # The values are the simulator's own decoding of each code (exact in float64).
     table["value"] = from_bits(codes.astype(np.uint64), f, dtype=np.float64)
@@ -624,17 +894,32 @@ def compare(x: Any, formats: Iterable[FormatLike] = DEFAULT_COMPARE_FORMATS) -> 
         head += f"\n  = {text}  (the exact float64 value)"
     titles = ("format", "bits (sign exponent mantissa)", "hex", "stored value",
               "abs error", "rel error", "ulps")  # fmt: skip
-    rows = []
+    rows, notes = [], []
     for fmt in formats:
-        fl = fields(xf if _float_is_exact(xf, exact) else exact, fmt)
+        f = get_format(fmt)
+        no_code = _no_code_reason(xf, exact, f)
+        if no_code is not None:
+            rows.append((f.name, "(no code)", "-", "-", "no code", "", ""))
+            notes.append(f"{f.name}: {no_code}")
+            continue
+        fl = fields(xf if _float_is_exact(xf, exact) else exact, f)
+        note = _result_note(fl)
         if fl.error is not None:
             rel = "-" if fl.rel_error is None else f"{float(fl.rel_error):+.3e}"
             errs = (f"{float(fl.error):+.3e}", rel, f"{float(fl.error_ulps):+.3f}")
-        elif exact is not None:
-            errs = ("overflow", "", "")
+        elif note is not None:
+            errs = (note[0], "", "")
         else:
             errs = ("-", "-", "-")
+        if note is not None:
+            notes.append(f"{f.name}: {note[1]}")
         rows.append((fl.format.name, fl.bits, fl.hex, _short_value(fl)) + errs)
+        if not f.signed or not f.man_bits:
+            missing = " and ".join(
+                ([] if f.signed else ["no sign bit"]) + ([] if f.man_bits else ["no mantissa bits"])
+            )
+            fields_left = "exponent mantissa" if f.man_bits else "the exponent alone"
+            notes.append(f"{f.name} has {missing}: its bits are {fields_left}")
     widths = [max(len(r[i]) for r in [titles, *rows]) for i in range(len(titles))]
     numeric = (False, False, False, False, True, True, True)  # right-align the error columns
 
@@ -645,4 +930,7 @@ def compare(x: Any, formats: Iterable[FormatLike] = DEFAULT_COMPARE_FORMATS) -> 
         ]
         return "  ".join(parts).rstrip()
 
-    return "\n".join([head, "", line(titles)] + [line(r) for r in rows])
+    notes = list(dict.fromkeys(notes))  # once per format
+    return "\n".join(
+        [head, "", line(titles)] + [line(r) for r in rows] + ["", *notes] * bool(notes)
+    )

@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from fpsim.demo import _common, accumulate, bf16, overflow, swamping, underflow  # noqa: E402
+from fpsim.demo import _common, accumulate, bf16, blocks, overflow, swamping, underflow  # noqa: E402
 from fpsim.demo import figures as figures_demo  # noqa: E402
 from fpsim.demo.__main__ import main  # noqa: E402
 from fpsim.formats import get_format  # noqa: E402
@@ -52,9 +52,10 @@ def demo_figures(tmp_path_factory):
         ["swamping", "--steps", "30"],
         ["accumulate", "-n", "600"],
         ["bf16", "--steps", "4"],
+        ["blocks"],
     ]
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(io.StringIO()):
-        for mod in (underflow, overflow, swamping, accumulate, bf16, figures_demo):
+        for mod in (underflow, overflow, swamping, accumulate, bf16, blocks, figures_demo):
             mp.setattr(mod, "save_figure", keep)
         for args in runs:
             assert main([*args, "--out", out, "--quiet"]) == 0

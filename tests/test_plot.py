@@ -14,6 +14,7 @@ import re  # noqa: E402
 import struct  # noqa: E402
 
 import matplotlib.pyplot as plt  # noqa: E402
+import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
@@ -432,7 +433,7 @@ def test_legend_lists_only_drawn_zones_lines_and_zeros():
 def test_fn_formats_overflow_to_nan_not_inf(hist):
     fig = P.plot_range_histogram(hist, "fp8_e4m3")
     labels = legend_texts(fig)
-    assert "overflow (→ NaN; no inf in fn formats)" in labels
+    assert "overflow (→ NaN; no inf)" in labels
     assert not any("→ inf" in t for t in labels)
     assert "overflow (→ inf)" in legend_texts(P.plot_range_histogram(hist, "fp8_e5m2"))
 
@@ -451,7 +452,8 @@ def test_generated_format_names_are_explained():
     assert "e4m3_ieee = Format(4, 3)" in title
     for name in ("e4m3_ieee", "Format(4, 3)"):
         assert get_format(name) == Format(4, 3)  # both spellings read back
-    assert P.plot_number_line("fp8_e4m3").get_suptitle() == "The number line of fp8_e4m3"
+    title = P.plot_number_line("fp8_e4m3").get_suptitle()
+    assert title == "The number line of fp8_e4m3 (no inf; NaN = S.1111.111)"
 
 
 def test_powers_of_two_in_mathtext_only(hist):
@@ -462,3 +464,143 @@ def test_powers_of_two_in_mathtext_only(hist):
         for t in fig.findobj(matplotlib.text.Text):
             plain = re.sub(r"\$[^$]*\$", "", t.get_text())
             assert "2^" not in plain and not set(plain) & set("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻ᵏ"), t.get_text()
+
+
+# ---- every format: FP4, FP6, E8M0 (unsigned, no mantissa, no zero), fnuz, P3109 --------------------
+NEW_FORMATS = ("fp4_e2m1", "fp6_e3m2", "e8m0", "fp8_e4m3fnuz", "p3109_k8p3se")
+ML = {
+    "fp4_e2m1": ml_dtypes.float4_e2m1fn,
+    "fp6_e3m2": ml_dtypes.float6_e3m2fn,
+    "e8m0": ml_dtypes.float8_e8m0fnu,
+    "fp8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
+}
+
+
+def nonnegative_values(name: str) -> np.ndarray:
+    """The format's non-negative finite values, sorted: by ml_dtypes, or for binary8p3 (P3109,
+    signed, extended) from its definition: bias 16, 2 fraction bits, subnormals k × 2^-17,
+    normals (1 + j/4) × 2^e for e = -15..15, the top code 0x7F being +inf."""
+    if name in ML:
+        v = np.arange(256 if name != "fp4_e2m1" else 16, dtype=np.uint8)
+        if name == "fp6_e3m2":
+            v = v[:64]
+        v = v.view(ML[name]).astype(np.float64)
+        return np.unique(v[np.isfinite(v) & (v >= 0)])
+    assert name == "p3109_k8p3se"
+    vals = [k * 2.0**-17 for k in range(4)]
+    vals += [(1 + j / 4) * 2.0**e for e in range(-15, 16) for j in range(4)][:-1]
+    return np.array(vals)
+
+
+def bit_gids(ax) -> list[str]:
+    return [p.get_gid() for p in ax.patches if (p.get_gid() or "").startswith("bit:")]
+
+
+def ax_texts(ax) -> dict[str, str]:
+    return {t.get_gid(): t.get_text() for t in ax.texts if t.get_gid()}
+
+
+@pytest.mark.parametrize("name", NEW_FORMATS)
+def test_new_formats_render_to_png(name, tmp_path):
+    f = get_format(name)
+    inputs = [0.1, -1e-5, 448.0, 500.0, math.inf, -math.inf, 0.0]
+    if f.has_nan:
+        inputs.append(math.nan)
+    for i, x in enumerate(inputs):
+        path = tmp_path / f"bits_{name}_{i}.png"
+        P.plot_bit_fields(x, name).savefig(path)
+        assert path.is_file() and png_size(path) == (800, 360)
+    path = tmp_path / f"number_line_{name}.png"
+    P.plot_number_line(name).savefig(path)
+    assert path.is_file() and png_size(path) == (1200, 750)
+
+
+def test_bit_fields_draw_only_the_fields_a_format_has():
+    fig = P.plot_bit_fields(0.1, "e8m0")  # unsigned, no mantissa bits
+    ax = fig.axes[0]
+    assert bit_gids(ax) == ["bit:exponent"] * 8
+    t = ax_texts(ax)
+    assert "meaning:sign" not in t and "meaning:mantissa" not in t
+    assert t["formula"] == "$2^{-3}$  = 0.125" and "124 − bias 127 = −3" in t["meaning:exponent"]
+    assert "(-1)" not in texts(fig) and "unsigned: no sign bit" in ax.get_title(loc="left")
+    ax = P.plot_bit_fields(3.0, "p3109_k8p3ue").axes[0]  # unsigned with a mantissa
+    assert bit_gids(ax) == ["bit:exponent"] * 6 + ["bit:mantissa"] * 2
+    assert ax_texts(ax)["formula"] == "$1.10_2 \\times 2^{1}$  = 3"
+    ax = P.plot_bit_fields(6.0, "fp4_e2m1").axes[0]
+    assert bit_gids(ax) == ["bit:sign"] + ["bit:exponent"] * 2 + ["bit:mantissa"]
+    bits = "".join(t.get_text() for t in ax.texts if t.get_gid() == "bitval")
+    assert bits == "0111"
+
+
+@pytest.mark.parametrize(
+    "x, name, formula, musts",
+    [(500.0, "fp4_e2m1", "= 6", ["saturates to 6"]),
+     (-math.inf, "fp4_e2m1", "= −6", ["−inf saturates to −6"]),
+     (0.0, "e8m0", "NaN", ["no zero", "0 becomes NaN", "the only NaN"]),
+     (2.0**-130, "e8m0", "2^{-127}", ["$2^{-127}$ and there is no zero"]),
+     (500.0, "fp8_e4m3fnuz", "NaN", ["0x80, where −0 would be", "no inf, so it becomes NaN"]),
+     (-1e-5, "fp8_e4m3fnuz", "= 0", ["no −0 (its code 0x80 is NaN)"]),
+     (math.inf, "p3109_k8p3se", "+∞", ["+∞ (the code just above"]),
+     (math.nan, "p3109_k8p3se", "NaN", ["0x80, where −0 would be"])],
+)  # fmt: skip
+def test_bit_fields_say_what_the_special_rules_did(x, name, formula, musts):
+    fig = P.plot_bit_fields(x, name)
+    t = texts(fig)
+    assert formula in ax_texts(fig.axes[0])["formula"]
+    for must in musts:
+        assert must in t, (must, t)
+    for text in fig.findobj(matplotlib.text.Text):  # one notation for powers of two
+        assert "2^" not in re.sub(r"\$[^$]*\$", "", text.get_text()), text.get_text()
+
+
+def test_bit_fields_refuse_an_input_without_a_code():
+    with pytest.raises(ValueError, match="no NaN"):
+        P.plot_bit_fields(math.nan, "fp4_e2m1")
+
+
+@pytest.mark.parametrize("name", NEW_FORMATS)
+def test_number_line_of_new_formats(name):
+    fig = P.plot_number_line(name)
+    drawn(fig)
+    line, zoom, dens = fig.axes
+    offsets = {c.get_gid(): c.get_offsets()[:, 0] for c in line.collections}
+    expected = nonnegative_values(name)
+    got = np.sort(np.concatenate(list(offsets.values())))
+    np.testing.assert_array_equal(got, expected)
+    assert ("values:zero" in offsets) == (name != "e8m0")
+    assert ("values:subnormal" in offsets) == (name != "e8m0")
+    # values per binade: the oracle's positive values counted by frexp
+    counts = binade_counts(expected)
+    bars_drawn = bars(dens, "binade:subnormal") | bars(dens, "binade:normal")
+    assert bars_drawn == {float(k): float(c) for k, c in counts.items()}
+    if name == "e8m0":
+        assert not by_gid(dens, "binade:subnormal") and set(bars_drawn.values()) == {1.0}
+        assert "no zero and no subnormals" in zoom.get_title(loc="left")
+        assert "e8m0 (unsigned; no zero, no subnormals; no inf; NaN = 0xff)" in fig.get_suptitle()
+    if name == "p3109_k8p3se":  # the top binade holds 3 values: 0x7F is +inf
+        assert bars_drawn[15.0] == 3 and "(3 in the top one)" in legend_texts(fig)[-1]
+        assert "±inf = 0x7f/0xff; NaN = the code 0x80 (no -0)" in fig.get_suptitle()
+    if name == "fp4_e2m1":
+        assert "no inf, no NaN: overflow saturates to ±6" in fig.get_suptitle()
+    for text in fig.findobj(matplotlib.text.Text):  # one notation for powers of two
+        assert "2^" not in re.sub(r"\$[^$]*\$", "", text.get_text()), text.get_text()
+
+
+def test_overflow_zone_of_a_format_without_inf_or_nan(hist):
+    labels = legend_texts(P.plot_range_histogram(hist, "fp4_e2m1"))
+    assert "overflow (→ ±max; no inf, no NaN)" in labels
+    assert not any("→ NaN" in t or "→ inf" in t for t in labels)
+
+
+def test_format_ranges_of_new_formats():
+    fig = P.plot_format_ranges(("fp4_e2m1", "e8m0", "p3109_k8p3se"))
+    drawn(fig)
+    ax = fig.axes[0]
+    assert not by_gid(ax, "subnormal:e8m0")  # no subnormals: the bar starts at 2^-127
+    (n,) = by_gid(ax, "normal:e8m0")
+    assert (n.get_x(), n.get_x() + n.get_width()) == pytest.approx((-127, 127))
+    (s,) = by_gid(ax, "subnormal:p3109_k8p3se")
+    assert (s.get_x(), s.get_x() + s.get_width()) == pytest.approx((-17, -15))
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["fp4_e2m1\n1·2·1 bits", "e8m0\n0·8·0 bits", "p3109_k8p3se\n1·5·2 bits"]
+    assert "precision 1 bit (0 stored + hidden 1)" in texts(fig)

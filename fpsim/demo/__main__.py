@@ -36,8 +36,11 @@ def demo_bits(argv: list[str]) -> int:
         prog=f"{PROG} bits",
         description="Show how values are stored in several formats: sign, exponent and "
         "mantissa bits, the exact stored value, and the rounding error (nearest-even).",
-        epilog="Negative values work as they are (bits -0.0 -1e-5). Values are read as float64 "
-        "first, so 0.1 means the float64 nearest to 0.1. Hex floats work too (0x1.8p-3).",
+        epilog="Negative values work as they are (bits -0.0 -1e-5). Values are read exactly: "
+        "0.1 is one tenth, 1/3 a third; hex floats work too (0x1.8p-3). Every format works "
+        "(fp4_e2m1, fp6_e3m2, e8m0, fp8_e4m3fnuz, p3109_k8p3se, ...): an unsigned format shows "
+        "no sign bit, E8M0 no mantissa, and a note under the table says what a format's special "
+        "rules did (saturation to the max, NaN where -0 would be, no zero, no code for NaN).",
     )
     parser.add_argument("values", nargs="*", default=["0.1"], metavar="VALUE",
                         help="numbers to show (default: 0.1)")  # fmt: skip
@@ -180,6 +183,8 @@ DEMOS: dict[str, tuple[str, DemoFunction]] = {
                  "their drift over many updates", _lazy("rounding")),
     "bf16": ("bf16 needs no loss scaler (fp32's range) but keeps 8 significant bits to "
              "fp16's 11", _lazy("bf16")),
+    "blocks": ("one tensor with outlier channels: one fp8 scale per tensor flushes its small "
+               "values, per-block scales (MXFP8, MXFP4, NVFP4) follow them", _lazy("blocks")),
     "autocast": ("autocast's per-op precision tables, and the formats of every op of a small "
                  "model's forward and backward pass", demo_autocast),
     "figures": ("regenerate every figure in figures/ (what `make figures` runs)",

@@ -243,7 +243,16 @@ def pack(sign, cls, e, sig, nbits, d):
 def is_ieee_style(f):
     """True for a signed format with subnormals, ±inf and IEEE NaNs (all-ones exponent)."""
     inf = ((1 << f.exp_bits) - 1) << f.man_bits
-    return f.signed == 1 and f.has_subnormals == 1 and f.inf_mag == inf and f.nan_mag == inf + 1
+    # negzero_nan: with man_bits=0 an fnuz-NaN format with inf (Format(8, 0, has_inf=True,
+    # nan="negzero")) has inf and nan_mag where IEEE puts them, but its -0 code is NaN: not IEEE
+    # (from_bits' same-exponent decode path would read that NaN as -0).
+    return (
+        f.signed == 1
+        and f.has_subnormals == 1
+        and f.inf_mag == inf
+        and f.nan_mag == inf + 1
+        and f.negzero_nan == 0
+    )
 
 
 @register_jitable

@@ -24,6 +24,8 @@ mathtext (:math:`2^{-24}`) everywhere, and legends list only what is drawn.
 :func:`plot_format_ranges`                subnormal and normal range of several formats
 :func:`plot_bit_fields`                   one number's sign, exponent and mantissa bits
 :func:`plot_number_line`                  every representable value, and values per binade
+:func:`plot_block_scaling`                one tensor under no, per-tensor and per-block
+                                          scaling: windows, what was flushed, block scales
 ========================================  ====================================================
 
 >>> import numpy as np
@@ -38,6 +40,7 @@ mathtext (:math:`2^{-24}`) everywhere, and legends list only what is drawn.
 from .common import DPI, PALETTE
 from .format_plots import plot_bit_fields, plot_format_ranges, plot_number_line
 from .histograms import plot_histograms_side_by_side, plot_layer_histograms, plot_range_histogram
+from .scaling_plots import plot_block_scaling
 from .training import plot_loss_curves, plot_scale_trajectory
 
 __all__ = [
@@ -51,4 +54,5 @@ __all__ = [
     "plot_format_ranges",
     "plot_bit_fields",
     "plot_number_line",
+    "plot_block_scaling",
 ]

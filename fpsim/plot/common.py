@@ -14,7 +14,6 @@ if TYPE_CHECKING:  # matplotlib is imported lazily, inside the functions
     from matplotlib.figure import Figure
 
 
-
 #: One colour per meaning, shared by every figure.
 PALETTE: dict[str, str] = {
     # zones of a format's number line (shaded lightly behind data, solid in range bars)
@@ -45,11 +44,18 @@ _ZONE_LABEL = {
 
 
 def _zone_label(zone: str, f: Format) -> str:
-    """The legend text of a zone; an "fn" format has no inf, so its overflow is NaN (or the
-    max, when rounding saturates)."""
+    """The legend text of a zone, from the format's properties: without inf, overflow is NaN
+    (or the max, when rounding saturates), and without NaN either (FP4, FP6) the max; without
+    zero (E8M0), what would round to 0 becomes the smallest value."""
     if zone == "overflow" and not f.has_inf:
-        return "overflow (→ NaN; no inf in fn formats)"
+        if f.has_nan:
+            return "overflow (→ NaN; no inf)"
+        return f"overflow (→ {'±' if f.signed else ''}max; no inf, no NaN)"
+    if zone == "underflow" and not f.has_zero:
+        return "→ the smallest value (no zero)"
     return _ZONE_LABEL[zone]
+
+
 _SHADE_ALPHA = 0.13
 _MAX_SPAN = 90  # binades: wider views leave far-away format limits off the plot
 
