@@ -86,6 +86,17 @@ higher-order gradients, in-place writes recorded through a view (refused). Graph
 """
 
 from . import functional, ops
+from .creation import (
+    arange,
+    from_numpy,
+    full,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    zeros,
+    zeros_like,
+)
 from .function import (
     Function,
     backward,
@@ -95,6 +106,7 @@ from .function import (
     set_dispatch_policy,
 )
 from .functional import cat, stack, where
+from .generator import default_generator, manual_seed
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .hooks import RemovableHandle
 from .precision import (
@@ -103,21 +115,7 @@ from .precision import (
     promote_formats,
     set_matmul_accumulation,
 )
-from .tensor import (
-    Tensor,
-    arange,
-    default_generator,
-    from_numpy,
-    full,
-    manual_seed,
-    ones,
-    ones_like,
-    rand,
-    randn,
-    tensor,
-    zeros,
-    zeros_like,
-)
+from .tensor import Tensor, tensor
 
 __all__ = [
     "Tensor",
