@@ -105,7 +105,7 @@ from .function import (
     registry,
     set_dispatch_policy,
 )
-from .functional import cat, stack, where
+from .functional import baddbmm, bmm, cat, einsum, maximum, minimum, stack, where
 from .generator import default_generator, manual_seed
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .hooks import RemovableHandle
@@ -151,4 +151,9 @@ __all__ = [
     "cat",
     "stack",
     "where",
+    "bmm",
+    "baddbmm",
+    "einsum",
+    "maximum",
+    "minimum",
 ]

@@ -24,7 +24,8 @@ class ScaledDotProductAttention(Function):
     batch dims broadcast. ``attn_mask``: bool (True: the position takes part) or a float
     tensor added to the scores, broadcastable to (..., L, S). ``is_causal``: position i
     attends to positions j <= i (the top-left triangle, as PyTorch). ``scale`` defaults to
-    ``1/sqrt(E)``. A row with every position masked gives NaN, as PyTorch's math reference.
+    ``1/sqrt(E)``. A query whose every key is masked gets zero weights (output 0, no gradient),
+    as PyTorch's safe softmax.
     ``dropout_p`` zeroes attention weights with the given probability (mask from
     ``generator``; scale 1/(1-p))."""
 
@@ -61,6 +62,14 @@ class ScaledDotProductAttention(Function):
         sc = m(1 / math.sqrt(q.shape[-1]) if scale is None else scale)
         s = np.matmul(q, np.swapaxes(k, -1, -2)) * sc
         L, S = q.shape[-2], k.shape[-2]
+        if attn_mask is not None:
+            try:
+                np.broadcast_shapes(attn_mask.shape, s.shape)
+            except ValueError:
+                raise RuntimeError(
+                    f"scaled_dot_product_attention: attn_mask of shape {attn_mask.shape} does "
+                    f"not broadcast to the scores' shape {s.shape}"
+                ) from None
         allowed = None
         if is_causal:
             allowed = np.tril(np.ones((L, S), bool))
@@ -71,8 +80,11 @@ class ScaledDotProductAttention(Function):
                 s = s + attn_mask
         if allowed is not None:
             s = np.where(allowed, s, -np.inf)
-        e = np.exp(s - np.max(s, axis=-1, keepdims=True))
-        p = e / np.sum(e, axis=-1, keepdims=True)
+        mx = np.max(s, axis=-1, keepdims=True)
+        dead = mx == -np.inf  # every key masked: weights 0 (PyTorch's safe softmax), not NaN
+        e = np.exp(s - np.where(dead, 0, mx))
+        den = np.sum(e, axis=-1, keepdims=True)
+        p = e / np.where(dead, 1, den)
         ctx.keep = None
         if dropout_p > 0:
             if not 0 <= dropout_p <= 1:
@@ -92,7 +104,6 @@ class ScaledDotProductAttention(Function):
         gpd = np.matmul(g, np.swapaxes(v, -1, -2))
         gp = gpd if ctx.keep is None else gpd * ctx.keep
         gs = p * (gp - np.sum(gp * p, axis=-1, keepdims=True))
-        gs = np.where(np.isnan(gs) & np.isnan(p), 0, gs)  # fully masked rows carry nothing
         gq = _unbroadcast(np.matmul(gs, k) * sc, q.shape) if need[0] else None
         gk = _unbroadcast(np.matmul(np.swapaxes(gs, -1, -2), q) * sc, k.shape) if need[1] else None
         gm = _unbroadcast(gs, ctx.mshape) if need[3] else None
