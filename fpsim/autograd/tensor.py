@@ -642,6 +642,26 @@ class Tensor:
         d = wrap_dim(dim, len(s) + 1)  # the new dim may follow the last one
         return self.reshape(s[:d] + (1,) + s[d:])
 
+    def split(self, split_size, dim: int = 0) -> tuple:
+        """Pieces of ``split_size`` along ``dim`` (the last may be shorter), or of the sizes in
+        a list; each a view (basic indexing), as ``torch.Tensor.split``."""
+        d = wrap_dim(dim, self.ndim)
+        n = self.shape[d]
+        if isinstance(split_size, (list, tuple)):
+            if sum(split_size) != n:
+                raise RuntimeError(
+                    f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's "
+                    f"size at dimension {d}), but got split_sizes={list(split_size)}"
+                )
+            sizes = list(split_size)
+        else:
+            sizes = [split_size] * (n // split_size) + ([n % split_size] if n % split_size else [])
+        out, start = [], 0
+        for k in sizes:
+            out.append(self[(slice(None),) * d + (slice(start, start + k),)])
+            start += k
+        return tuple(out)
+
     def transpose(self, dim0: int, dim1: int):
         return op("transpose").apply(self, dim0, dim1)
 

@@ -192,13 +192,17 @@ class Module:
         return self.to(fp64)
 
     # ---- state -------------------------------------------------------------------------------
-    def state_dict(self) -> OrderedDict:
-        """name -> detached copy of every parameter and buffer (Tensors in their formats)."""
+    def state_dict(self, prefix: str = "") -> OrderedDict:
+        """name -> detached copy of every parameter and buffer (Tensors in their formats), in
+        PyTorch's order: each module's own parameters, then its buffers, then its children's,
+        recursively (a tensor shared by two modules appears under both names, as there)."""
         out: OrderedDict = OrderedDict()
-        for name, p in self.named_parameters():
-            out[name] = Tensor._make(p.data.copy(), p.format)
-        for name, b in self.named_buffers():
-            out[name] = Tensor._make(b.data.copy(), b.format)
+        for name, t in list(self._parameters.items()) + list(self._buffers.items()):
+            if t is not None:
+                out[prefix + name] = Tensor._make(t.data.copy(), t.format)
+        for name, m in self._modules.items():
+            if m is not None:
+                out.update(m.state_dict(prefix=f"{prefix}{name}."))
         return out
 
     def load_state_dict(self, state_dict: dict, strict: bool = True):
