@@ -26,7 +26,8 @@ class ReLU(Function):
 
 
 class GELU(Function):
-    """``x * Phi(x)`` (``approximate="none"``, erf form) or the tanh approximation."""
+    """``x * Phi(x)`` (``approximate="none"``, erf form) or the tanh approximation. The
+    forward keeps ``Phi(x)`` (or the tanh) for the backward, which needs it again."""
 
     name = "gelu"
 
@@ -35,22 +36,29 @@ class GELU(Function):
         ctx.x, ctx.approximate = x, approximate
         if approximate == "tanh":
             k = math.sqrt(2 / math.pi)
-            return 0.5 * x * (1 + np.tanh(k * (x + 0.044715 * x * x * x)))
+            t = ctx.t = np.tanh(k * (x + 0.044715 * x * x * x))
+            return 0.5 * x * (1 + t)
         if approximate != "none":
             raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        return x * (0.5 * (1 + _erf()(x * (1 / math.sqrt(2)))))
+        cdf = ctx.cdf = 0.5 * (1 + _erf()(x * (1 / math.sqrt(2))))
+        return x * cdf
 
     @staticmethod
     def backward(ctx, g):
         x = ctx.x
         if ctx.approximate == "tanh":
             k = math.sqrt(2 / math.pi)
-            t = np.tanh(k * (x + 0.044715 * x * x * x))
+            t = ctx.t
             d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
             return (g * d,)
-        cdf = 0.5 * (1 + _erf()(x * (1 / math.sqrt(2))))
-        pdf = np.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
-        return (g * (cdf + x * pdf),)
+        d = x * x  # g * (Phi(x) + x * phi(x)), in place: one temporary, not five
+        d *= -0.5
+        np.exp(d, out=d)
+        d *= x
+        d *= 1 / math.sqrt(2 * math.pi)
+        d += ctx.cdf
+        d *= g
+        return (d,)
 
 
 class SiLU(Function):

@@ -5,7 +5,8 @@ The product goes through the engine's accumulator model (:func:`~fpsim.autograd.
 _matmul_values`: fp32 accumulation by default) and the bias is added to the accumulator, so a
 bf16 convolution is ``round_bf16(sum in fp32 + bias)``: one rounding per output, as oneDNN's
 bf16 kernels and tensor cores. The input gradient sums each input pixel's contributions from
-every window it falls in (col2im) in the accumulator too, and rounds once.
+every window it falls in (col2im) in the accumulator too, and rounds once. The unfolding and
+folding loops are numba kernels (:mod:`fpsim.kernels.window`).
 
 >>> import numpy as np
 >>> from fpsim.autograd import tensor
@@ -18,8 +19,8 @@ every window it falls in (col2im) in the accumulator too, and rounds once.
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
+from ...kernels import window
 from ..function import Function, _same_format
 from ..precision import _info, _matmul_values, resolve_accumulator, to_format
 
@@ -55,16 +56,6 @@ def conv_padding(padding, kernel: tuple[int, int], dilation: tuple[int, int],
     if ph < 0 or pw < 0:
         raise RuntimeError("negative padding is not supported")
     return (ph, ph), (pw, pw)
-
-
-def _windows(xp: np.ndarray, k: tuple, s: tuple, d: tuple, out_hw: tuple) -> np.ndarray:
-    """View of the padded input (N, C, Hp, Wp) as (N, C, kh, kw, oh, ow): element
-    ``[n, c, i, j, y, x] = xp[n, c, y*sh + i*dh, x*sw + j*dw]`` (no copy)."""
-    n, c = xp.shape[:2]
-    s0, s1, s2, s3 = xp.strides
-    shape = (n, c, k[0], k[1], out_hw[0], out_hw[1])
-    strides = (s0, s1, s2 * d[0], s3 * d[1], s2 * s[0], s3 * s[1])
-    return as_strided(xp, shape, strides, writeable=False)
 
 
 class Conv2d(Function):
@@ -107,11 +98,12 @@ class Conv2d(Function):
                 f"Calculated output size: ({o}x{oh}x{ow}). Output size is too small "
                 f"(input {h}x{wd} after padding {hp}x{wp}, kernel {kh}x{kw}, dilation {d})"
             )
-        xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))) if pt + pb + pl + pr else x
-        win = _windows(np.ascontiguousarray(xp), (kh, kw), s, d, (oh, ow))
         g, og, kk, nl = groups, o // groups, cg * kh * kw, n * oh * ow
-        # (C, kh, kw, N, oh, ow) -> (groups, C/g*kh*kw, N*oh*ow): one GEMM per group
-        cols = np.transpose(win, (1, 2, 3, 0, 4, 5)).reshape(g, kk, nl)
+        # the windows as (C, kh, kw, N, oh, ow) -> (groups, C/g*kh*kw, N*oh*ow): one GEMM each
+        cols = np.empty((c, kh, kw, n, oh, ow), x.dtype)
+        window.im2col(np.ascontiguousarray(x), kh, kw, s[0], s[1], d[0], d[1], pt, pl, oh, ow,
+                      cols)  # fmt: skip
+        cols = cols.reshape(g, kk, nl)
         wm = w.reshape(g, og, kk)
         ctx.cols, ctx.wm, ctx.geom = cols, wm, (x.shape, w.shape, s, d, (pt, pb, pl, pr), g)
         if b is None:
@@ -143,18 +135,12 @@ class Conv2d(Function):
         if need[0]:
             # the columns' gradient in the accumulator, summed back onto the pixels (col2im)
             gc = _matmul_values(np.swapaxes(ctx.wm, 1, 2), gm, acc, acc)
-            gc = gc.reshape(c, kh, kw, n, oh, ow)
             info = _info(acc)
             work = info.container if info.native else np.float64
-            gxp = np.zeros((n, c, h + pt + pb, wd + pl + pr), work)
-            for i in range(kh):
-                for j in range(kw):
-                    y0, x0 = i * d[0], j * d[1]
-                    gxp[:, :, y0 : y0 + s[0] * (oh - 1) + 1 : s[0],
-                        x0 : x0 + s[1] * (ow - 1) + 1 : s[1]] += np.transpose(
-                        gc[:, i, j], (1, 0, 2, 3))  # fmt: skip
-            gxp = gxp[:, :, pt : pt + h, pl : pl + wd]
-            if not info.native:  # each addition rounded to the accumulator format
+            gc = np.ascontiguousarray(gc.reshape(c, kh, kw, n, oh, ow), dtype=work)
+            gxp = np.zeros((n, c, h, wd), work)
+            window.col2im(gc, s[0], s[1], d[0], d[1], pt, pl, gxp)
+            if not info.native:  # the sum rounded once to the accumulator format
                 gxp = to_format(gxp, acc)
             gx = to_format(gxp, fmt)
         return gx, gw, gb

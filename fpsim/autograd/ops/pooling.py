@@ -15,9 +15,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
+from ...kernels import window
 from ..function import Function
-from .convolution import _pair, _windows
+from .convolution import _pair
+
+
+def _windows(xp: np.ndarray, k: tuple, s: tuple, d: tuple, out_hw: tuple) -> np.ndarray:
+    """View of the padded input (N, C, Hp, Wp) as (N, C, kh, kw, oh, ow): element
+    ``[n, c, i, j, y, x] = xp[n, c, y*sh + i*dh, x*sw + j*dw]`` (no copy)."""
+    n, c = xp.shape[:2]
+    s0, s1, s2, s3 = xp.strides
+    shape = (n, c, k[0], k[1], out_hw[0], out_hw[1])
+    strides = (s0, s1, s2 * d[0], s3 * d[1], s2 * s[0], s3 * s[1])
+    return as_strided(xp, shape, strides, writeable=False)
 
 
 def pool_output_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -54,10 +66,20 @@ def _geometry(x: np.ndarray, kernel_size, stride, padding, dilation, ceil_mode, 
     return k, s, p, d, (oh, ow), (eh, ew)
 
 
+def _tiles(shape: tuple, k, s, p, d, extra) -> bool:
+    """Whether the windows tile the input exactly (stride = kernel, no padding or dilation):
+    then windows are a reshape of the input, and their gradients one back."""
+    h, w = shape[2:]
+    return (tuple(k) == tuple(s) and tuple(p) == (0, 0) and tuple(d) == (1, 1)
+            and tuple(extra) == (0, 0) and h % k[0] == 0 and w % k[1] == 0)  # fmt: skip
+
+
 def _scatter(gwin: np.ndarray, shape: tuple, k, s, d, pad, extra) -> np.ndarray:
     """Add window gradients (N, C, oh, ow, kh, kw) back onto the padded input, crop it."""
     n, c, h, w = shape
     oh, ow = gwin.shape[2:4]
+    if _tiles(shape, k, s, pad, d, extra):
+        return np.ascontiguousarray(gwin.transpose(0, 1, 2, 4, 3, 5)).reshape(shape)
     gxp = np.zeros((n, c, h + 2 * pad[0] + extra[0], w + 2 * pad[1] + extra[1]), gwin.dtype)
     for i in range(k[0]):
         for j in range(k[1]):
@@ -69,37 +91,31 @@ def _scatter(gwin: np.ndarray, shape: tuple, k, s, d, pad, extra) -> np.ndarray:
 
 class MaxPool2d(Function):
     """``max_pool2d(x, kernel_size, stride=kernel_size, padding=0, dilation=1,
-    ceil_mode=False)``: the largest value of each window (padding counts as -inf). As
-    PyTorch's CPU kernel: a tie goes to the first maximal element of the window (row-major),
-    a NaN wins, and of several NaNs the last. Backward: each output's gradient goes to the
-    element it selected (added up where windows overlap)."""
+    ceil_mode=False)``: the largest value of each window (padding never wins). PyTorch's CPU
+    loop (:func:`fpsim.kernels.window.max_pool_forward`): a tie goes to the first maximal
+    element of the window (row-major), a NaN wins, and of several NaNs the last. Backward: each
+    output's gradient goes to the element it selected (added up where windows overlap)."""
 
     name = "max_pool2d"
     forward_precision = "stored"
 
     @staticmethod
     def forward(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-        k, s, p, d, (oh, ow), (eh, ew) = _geometry(
+        k, s, p, d, (oh, ow), _ = _geometry(
             x, kernel_size, stride, padding, dilation, ceil_mode, "max_pool2d"
         )
-        xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0] + eh), (p[1], p[1] + ew)),
-                    constant_values=-np.inf)  # fmt: skip
-        win = _windows(np.ascontiguousarray(xp), k, s, d, (oh, ow))  # (N, C, kh, kw, oh, ow)
-        win = np.moveaxis(win, (2, 3), (4, 5)).reshape(x.shape[:2] + (oh, ow, k[0] * k[1]))
-        nan = np.isnan(win)
-        first_max = np.argmax(np.where(nan, -np.inf, win), axis=-1)
-        last_nan = win.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
-        idx = np.where(nan.any(-1), last_nan, first_max)
-        ctx.idx, ctx.geom = idx, (x.shape, k, s, d, p, (eh, ew))
-        return np.take_along_axis(win, idx[..., None], axis=-1)[..., 0]
+        out = np.empty(x.shape[:2] + (oh, ow), x.dtype)
+        idx = ctx.idx = np.empty(out.shape, np.int64)
+        window.max_pool_forward(np.ascontiguousarray(x), k[0], k[1], s[0], s[1], d[0], d[1],
+                                p[0], p[1], out, idx)  # fmt: skip
+        ctx.shape = x.shape
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        shape, k, s, d, p, extra = ctx.geom
-        flat = np.zeros(g.shape + (k[0] * k[1],), g.dtype)
-        np.put_along_axis(flat, ctx.idx[..., None], g[..., None], axis=-1)
-        gwin = flat.reshape(g.shape + k)
-        return (_scatter(gwin, shape, k, s, d, p, extra), None, None, None, None, None)
+        gx = np.zeros(ctx.shape, g.dtype)
+        window.max_pool_backward(np.ascontiguousarray(g), ctx.idx, gx)
+        return (gx, None, None, None, None, None)
 
 
 class AvgPool2d(Function):
