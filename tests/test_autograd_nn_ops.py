@@ -326,3 +326,47 @@ def test_einsum_and_conv_hand_computed():
     # one window over rows/cols -1..1: 0 + 1 + 3 + 4 = 8, over 4 real elements or all 9
     assert F.avg_pool2d(x, 3, padding=1, count_include_pad=False).item() == 2.0
     assert math.isclose(F.avg_pool2d(x, 3, padding=1).item(), 8 / 9, rel_tol=1e-15)
+
+
+BIT_EXACT = [
+    ("maximum", lambda lib, a, b: (F if lib == "fpsim" else torch).maximum(a, b), [(3, 4), (4,)]),
+    ("minimum", lambda lib, a, b: (F if lib == "fpsim" else torch).minimum(a, b), [(3, 4), (3, 4)]),
+    ("masked_fill", lambda lib, x: x.masked_fill(_t(lib, MASK), 0.3), [(3, 4)]),
+    ("cumsum", lambda lib, x: x.cumsum(1), [(4, 300)]),
+    ("max_pool2d", lambda lib, x: (F if lib == "fpsim" else tf).max_pool2d(x, 2),
+     [(2, 3, 6, 8)]),
+    ("max_pool2d_overlapping", lambda lib, x: (F if lib == "fpsim" else tf).max_pool2d(
+        x, 3, 2, 1), [(2, 3, 7, 7)]),
+    ("embedding", lambda lib, w: (F if lib == "fpsim" else tf).embedding(
+        _t(lib, [[0, 2], [3, 2]]), w), [(4, 3)]),
+    ("relu", lambda lib, x: x.relu(), [(5, 6)]),
+    ("clamp", lambda lib, x: x.clamp(-0.3, 0.7), [(5, 6)]),
+    ("where", lambda lib, a, b: (fpsim if lib == "fpsim" else torch).where(a > b, a, b),
+     [(3, 4), (3, 4)]),
+    ("scalar arithmetic", lambda lib, x: (0.3 - x) * 1.7 / 0.3 + 2.1, [(50,)]),
+    ("number / x", lambda lib, x: 1.3 / x, [((50,), 0.5, 2)]),
+]  # fmt: skip
+
+
+# where max-pooling windows overlap, PyTorch rounds the input gradient to fp16/bf16 at each
+# addition; fpsim adds in float64 and rounds once (its rule for scatter-adds): fp32 only
+EXACT_PARAMS = [(fmt, *case) for case in BIT_EXACT for fmt in ("fp32", "bf16", "fp16")
+                if fmt == "fp32" or case[0] != "max_pool2d_overlapping"]  # fmt: skip
+
+
+@needs_torch
+@pytest.mark.parametrize("fmt,name,f,specs", EXACT_PARAMS,
+                         ids=[f"{p[1]}-{p[0]}" for p in EXACT_PARAMS])  # fmt: skip
+def test_ops_that_are_bit_identical_to_torch(fmt, name, f, specs):
+    """What the README claims bit for bit: values and gradients equal torch's exactly."""
+    tdt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[fmt]
+    xs = [fpsim.round_to(x, fmt) for x in make_inputs(specs, seed=11)]
+    ts = [tensor(x, fmt, requires_grad=True) for x in xs]
+    tts = [torch.tensor(x, dtype=tdt, requires_grad=True) for x in xs]
+    out, tout = f("fpsim", *ts), f("torch", *tts)
+    assert np.array_equal(out.numpy(force=True), tout.detach().float().numpy())
+    g = fpsim.round_to(np.random.default_rng(12).uniform(-1, 1, tout.shape), fmt)
+    out.backward(tensor(g, fmt))
+    tout.backward(torch.tensor(g, dtype=tdt))
+    for t, tt in zip(ts, tts, strict=True):
+        assert np.array_equal(t.grad.numpy(), tt.grad.float().numpy()), name
