@@ -248,30 +248,19 @@ def _fpsim_loss(model, batch):
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), tensor(y.reshape(-1)))
 
 
-def fpsim_model_fp32(model, batch):
-    from fpsim import optim
+def fpsim_model_step(model, batch, autocast_device: str | None = None):
+    """A step of fpsim's loop; ``autocast_device`` runs the forward under ``autocast`` (fp32
+    parameters, its default low-precision dtype)."""
+    from contextlib import nullcontext
 
-    opt = optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-
-    def step():
-        loss = _fpsim_loss(model, batch)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss.item()
-
-    return step
-
-
-def fpsim_model_bf16_autocast(model, batch):
-    """autocast("cpu") (bf16 matmuls and convolutions, fp32 accumulation), fp32 parameters."""
     from fpsim import optim
     from fpsim.amp import autocast
 
     opt = optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    region = (lambda: autocast(autocast_device)) if autocast_device else nullcontext
 
     def step():
-        with autocast("cpu"):
+        with region():
             loss = _fpsim_loss(model, batch)
         opt.zero_grad()
         loss.backward()
@@ -279,6 +268,15 @@ def fpsim_model_bf16_autocast(model, batch):
         return loss.item()
 
     return step
+
+
+def fpsim_model_fp32(model, batch):
+    return fpsim_model_step(model, batch)
+
+
+def fpsim_model_bf16_autocast(model, batch):
+    """autocast("cpu"): bf16 matmuls, convolutions and attention (fp32 accumulation)."""
+    return fpsim_model_step(model, batch, "cpu")
 
 
 def torch_model_fp32(model, batch):

@@ -13,6 +13,16 @@ from .module import Module, Parameter
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d"]
 
 
+def _shape(normalized_shape) -> tuple:
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
+def _affine(m: Module, shape: tuple, affine: bool, bias: bool, format: FormatLike) -> None:
+    """PyTorch's affine parameters of a norm layer: ``weight`` ones, ``bias`` zeros (or None)."""
+    m.weight = Parameter(np.ones(shape), format) if affine else None
+    m.bias = Parameter(np.zeros(shape), format) if affine and bias else None
+
+
 class LayerNorm(Module):
     """Normalise over the last dims, then scale (weight, ones) and shift (bias, zeros)."""
 
@@ -24,14 +34,8 @@ class LayerNorm(Module):
         format: FormatLike = "fp32",
     ):
         super().__init__()
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape, self.eps = tuple(normalized_shape), eps
-        if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape), format)
-            self.bias = Parameter(np.zeros(self.normalized_shape), format)
-        else:
-            self.weight = self.bias = None
+        self.normalized_shape, self.eps = _shape(normalized_shape), eps
+        _affine(self, self.normalized_shape, elementwise_affine, True, format)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -52,11 +56,8 @@ class RMSNorm(Module):
         format: FormatLike = "fp32",
     ):
         super().__init__()
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape, self.eps = tuple(normalized_shape), eps
-        self.weight = Parameter(np.ones(self.normalized_shape), format) if elementwise_affine \
-            else None  # fmt: skip
+        self.normalized_shape, self.eps = _shape(normalized_shape), eps
+        _affine(self, self.normalized_shape, elementwise_affine, False, format)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -74,11 +75,7 @@ class GroupNorm(Module):
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-        if affine:
-            self.weight = Parameter(np.ones(num_channels), format)
-            self.bias = Parameter(np.zeros(num_channels), format)
-        else:
-            self.weight = self.bias = None
+        _affine(self, (num_channels,), affine, True, format)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -101,11 +98,7 @@ class _BatchNorm(Module):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(np.ones(num_features), format)
-            self.bias = Parameter(np.zeros(num_features), format)
-        else:
-            self.weight = self.bias = None
+        _affine(self, (num_features,), affine, True, format)
         if track_running_stats:
             self.register_buffer("running_mean", tensor(np.zeros(num_features), format))
             self.register_buffer("running_var", tensor(np.ones(num_features), format))
