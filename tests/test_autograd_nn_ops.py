@@ -123,6 +123,14 @@ CASES = [
         x, _t(lib, T3D), reduction="none", label_smoothing=0.3), [(2, 4, 3)]),
     ("embedding_padding_idx", lambda lib, w: (F if lib == "fpsim" else tf).embedding(
         _t(lib, [[0, 2], [3, 2]]), w, padding_idx=2), [(4, 3)]),
+    ("gelu", lambda lib, x: (F if lib == "fpsim" else tf).gelu(x), [((30,), -4, 4)]),
+    ("gelu_tanh", lambda lib, x: (F if lib == "fpsim" else tf).gelu(x, approximate="tanh"),
+     [((30,), -4, 4)]),
+    ("silu", lambda lib, x: (F if lib == "fpsim" else tf).silu(x), [((30,), -4, 4)]),
+    ("tanh", lambda lib, x: x.tanh(), [((30,), -3, 3)]),
+    ("sigmoid", lambda lib, x: x.sigmoid(), [((30,), -6, 6)]),
+    ("where", lambda lib, a, b: (fpsim if lib == "fpsim" else torch).where(_t(lib, MASK), a, b),
+     [(3, 4), (4,)]),
 ]  # fmt: skip
 
 
@@ -208,7 +216,8 @@ NP = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 # ops whose output is one rounding of the float64 result (elementwise and composite ops)
 ROUND_ONCE = [c for c in CASES if c[0].split("_")[0] in (
     "avg", "adaptive", "sdpa", "rms", "group", "batch", "softplus", "log1p", "expm1",
-    "reciprocal", "maximum", "minimum", "masked", "max")]  # fmt: skip
+    "reciprocal", "maximum", "minimum", "masked", "max", "gelu", "silu", "tanh", "sigmoid",
+    "where")]  # fmt: skip
 
 
 @needs_torch

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..formats import Format, FormatLike, fp32, get_format
 from .generator import as_generator
-from .tensor import Tensor, _shape_arg, infer_format, tensor
+from .tensor import Tensor, infer_format, tensor
+from .tensor_ops import _shape_arg
 
 __all__ = [
     "from_numpy",

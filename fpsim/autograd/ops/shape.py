@@ -9,7 +9,8 @@ from ...formats import Format
 from ..dims import wrap_dim, wrap_dims
 from ..function import Function
 from ..precision import _info, to_format
-from ..tensor import Tensor, _is_basic
+from ..tensor import Tensor
+from ..tensor_ops import _is_basic
 from ._common import _unbroadcast
 
 
