@@ -19,7 +19,7 @@ dict (``tests/torch_twins.py`` builds them).
 >>> gpt = models.CharGPT(len(vocab), block_size=16, seed=0)
 >>> logits = gpt(fpsim.tensor(X[:4]))
 >>> logits.shape, sum(p.numel() for p in gpt.parameters())
-((4, 16, 43), 28480)
+((4, 16, 55), 27744)
 >>> Xs, ys = data.shapes(8, size=16, seed=0)
 >>> cnn = models.SmallCNN(seed=0)
 >>> cnn(fpsim.tensor(Xs)).shape

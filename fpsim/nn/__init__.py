@@ -41,6 +41,18 @@ from ..autograd import functional
 from . import init
 from .attention import MultiheadAttention
 from .conv import AdaptiveAvgPool2d, AvgPool2d, Conv1d, Conv2d, MaxPool2d
+from .init import (  # noqa: F401  (also at fpsim.nn's top level, as before the split)
+    calculate_gain,
+    constant_,
+    kaiming_normal_,
+    kaiming_uniform_,
+    normal_,
+    ones_,
+    uniform_,
+    xavier_normal_,
+    xavier_uniform_,
+    zeros_,
+)
 from .layers import (
     GELU,
     MLP,
