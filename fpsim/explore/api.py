@@ -287,7 +287,8 @@ def _field_list(f: Format, code: int) -> list[dict]:
 def _neighbour(v: float, f: Format, up: bool, here: float) -> dict:
     """next_up / next_down as text, or why there is none."""
     if not math.isnan(v):
-        return {**_number_text(v), "hex": _hex(f, int(to_bits(v, f))), "code": str(int(to_bits(v, f)))}
+        code = int(to_bits(v, f))
+        return {**_number_text(v), "hex": _hex(f, code), "code": str(code)}
     if math.isnan(here):
         why = "NaN has no neighbours"
     elif up and here == f.max:
@@ -334,7 +335,8 @@ def describe_code(f: Format, code: int) -> dict:
         form=fl.form,
         integer_form=integer_form,
         exponent=fl.exponent,
-        ulp=None if fl.ulp is None else {"decimal": exact_decimal(fl.ulp), "pow2": _pow2_text(fl.ulp)},
+        ulp=None if fl.ulp is None else {"decimal": exact_decimal(fl.ulp),
+                                         "pow2": _pow2_text(fl.ulp)},  # fmt: skip
         next_down=_neighbour(fl.next_down, f, False, value),
         next_up=_neighbour(fl.next_up, f, True, value),
         explain=str(fl),
@@ -342,7 +344,7 @@ def describe_code(f: Format, code: int) -> dict:
     return out
 
 
-# ---- the input and its rounding --------------------------------------------------------------------
+# ---- the input and its rounding ----------------------------------------------------------------
 def _input_info(text: str, x: Fraction | float) -> dict:
     if isinstance(x, float):  # inf, nan, -0.0
         return {"text": text, "exact": _number_text(x)["decimal"], "float64": repr(x),
@@ -384,7 +386,8 @@ def _rounded(x: Fraction | float, f: Format, mode: str, subnormals: bool, satura
     except ValueError as exc:
         return {"mode": mode, "no_code": str(exc)}
     d = describe_code(f, code)
-    return {"mode": mode, **d, "error": _error(float(from_bits(np.uint64(code), f, np.float64)), x, f)}
+    value = float(from_bits(np.uint64(code), f, np.float64))
+    return {"mode": mode, **d, "error": _error(value, x, f)}
 
 
 def _stochastic(x: Fraction | float, f: Format, subnormals: bool, saturate: bool) -> dict | None:
@@ -420,8 +423,13 @@ def _stochastic(x: Fraction | float, f: Format, subnormals: bool, saturate: bool
         outcomes.reverse()  # lower value first
     merged: list[dict] = []
     for v, prob, n in outcomes:
-        entry = {**_number_text(v), "p": exact_text(prob), "p_approx": approx_text(prob, 6, sci=False),
-                 "p_fpsim": exact_text(Fraction(n, 2**62)), "p_fpsim_bits": f"{n}/2^62"}  # fmt: skip
+        entry = {
+            **_number_text(v),
+            "p": exact_text(prob),
+            "p_approx": approx_text(prob, 6, sci=False),
+            "p_fpsim": exact_text(Fraction(n, 2**62)),
+            "p_fpsim_bits": f"{n}/2^62",
+        }
         try:
             entry["hex"] = _hex(f, int(to_bits(v, f)))
         except ValueError:
@@ -473,7 +481,8 @@ def round_value(params: Mapping[str, Any]) -> dict:
     text = _text(params, "x")
     x = _number(params, "x")
     result = _rounded(x, f, opts["rounding"], opts["subnormals"], opts["saturate"], opts["seed"])
-    modes = [_rounded(x, f, m, opts["subnormals"], opts["saturate"], 0) for m in DETERMINISTIC_MODES]
+    sub, sat = opts["subnormals"], opts["saturate"]
+    modes = [_rounded(x, f, m, sub, sat, 0) for m in DETERMINISTIC_MODES]
     for m in modes:
         m["label"] = MODE_LABELS[m["mode"]]
     value = round_to(x, f, **opts)

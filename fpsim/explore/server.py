@@ -40,8 +40,13 @@ def _static_files() -> dict[str, bytes]:
 
 
 STATIC_FILES = _static_files()
-_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
-          ".html": "text/html; charset=utf-8", ".png": "image/png", ".svg": "image/svg+xml"}  # fmt: skip
+_TYPES = {
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
 
 # The page runs only its own files: no inline script, nothing from elsewhere.
 _SECURITY_HEADERS = {
@@ -134,8 +139,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(HTTPStatus.LENGTH_REQUIRED, "Content-Length required")
         if length < 0 or length > MAX_BODY:
             self.close_connection = True  # the unread body must not be read as a request
-            return self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                               f"request body too large ({length} bytes; at most {MAX_BODY})")  # fmt: skip
+            why = f"request body too large ({length} bytes; at most {MAX_BODY})"
+            return self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, why)
         raw = self.rfile.read(length)
         try:
             params = json.loads(raw.decode("utf-8")) if raw.strip() else {}

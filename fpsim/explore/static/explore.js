@@ -5,6 +5,8 @@
 
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
+// body.dataset.pending counts the requests in flight or waiting (the browser tests wait for 0).
+let pending = 0;
 
 const state = {
   format: "fp16",  // the name the server knows the format by
@@ -50,11 +52,16 @@ async function api(kind, endpoint, params) {
   const n = (state.seq[kind] = (state.seq[kind] || 0) + 1);
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) q.set(k, String(v));
-  const r = await fetch(`/api/${endpoint}?${q}`);
-  const body = await r.json();
-  if (n !== state.seq[kind]) return null;
-  if (!r.ok) throw new ApiError(body.error || `HTTP ${r.status}`);
-  return body;
+  document.body.dataset.pending = String(++pending);
+  try {
+    const r = await fetch(`/api/${endpoint}?${q}`);
+    const body = await r.json();
+    if (n !== state.seq[kind]) return null;
+    if (!r.ok) throw new ApiError(body.error || `HTTP ${r.status}`);
+    return body;
+  } finally {
+    document.body.dataset.pending = String(--pending);
+  }
 }
 
 function panelError(panel, message) {
@@ -73,11 +80,17 @@ function roundingParams() {
   };
 }
 
+// A call that waits for a pause in typing; a waiting call counts as pending too.
 function debounce(fn, ms) {
   let t = null;
   return (...args) => {
+    if (t === null) document.body.dataset.pending = String(++pending);
     clearTimeout(t);
-    t = setTimeout(() => fn(...args), ms);
+    t = setTimeout(() => {
+      t = null;
+      document.body.dataset.pending = String(--pending);
+      fn(...args);
+    }, ms);
   };
 }
 
@@ -223,7 +236,7 @@ function showDesc(desc, error) {
   } else if (error === null) {
     $("typed-error").textContent = "— (not a finite number)";
   } else {
-    $("typed-error").textContent = `${error.exact}  (≈ ${error.approx}, ${error.ulps} ulp)`;
+    $("typed-error").textContent = `${error.exact} (≈ ${error.approx}, ${error.ulps} ulp)`;
   }
   $("value-explain").textContent = desc.explain;
   drawNear();
@@ -496,7 +509,7 @@ async function doArith() {
   if (!r) return;
   panelError("arith", "");
   const res = r.result;
-  $("arith-result").textContent = res.no_code ? `${res.decimal} (${res.no_code})` : `${res.decimal}  (${res.hex})`;
+  $("arith-result").textContent = res.no_code ? `${res.decimal} (${res.no_code})` : `${res.decimal} (${res.hex})`;
   let exact = `exact result: ${r.exact}`;
   if (res.error) exact += ` · error ${res.error.exact} (${res.error.ulps} ulp)`;
   $("arith-exact").textContent = exact;
@@ -539,8 +552,8 @@ async function doLoss() {
     const name = el("td");
     name.append(el("span", { class: `swatch z-${z}` }), z === "overflow" ? `overflow (→ ${r.boundaries.overflow_to})` : ZONE_NAMES[z]);
     tr.append(name);
-    tr.append(el("td", { class: "unscaled", text: `${r.unscaled[z].percent}  (${r.unscaled[z].count})` }));
-    tr.append(el("td", { class: "scaled", text: `${r.zones[z].percent}  (${r.zones[z].count})` }));
+    tr.append(el("td", { class: "unscaled", text: `${r.unscaled[z].percent} (${r.unscaled[z].count})` }));
+    tr.append(el("td", { class: "scaled", text: `${r.zones[z].percent} (${r.zones[z].count})` }));
     body.append(tr);
   }
   const s = r.suggested;
@@ -584,6 +597,7 @@ function drawLoss(r) {
   const maxc = Math.max(...bins.map((b) => b.c));
   let beyond = 0;
   for (const b of bins) {
+    if (b.c === 0) continue;
     if (b.e < x0 || b.e + 1 > x1) { beyond += b.c; continue; }
     const h = (b.c / maxc) * (B - T - 40);
     svg.append(svgEl("rect", { x: X(b.e), y: B - h, width: Math.max(X(b.e + 1) - X(b.e) - 1, 1), height: h, fill: "#333", class: "bar" }));
