@@ -124,6 +124,7 @@ def test_round_every_mode_against_the_fraction_oracle(text, fmt):
     if isinstance(x, Fraction):
         assert r["input"]["exact"] == frac_text(x)
         assert r["input"]["float64_is_exact"] == (Fraction(float(x)) == x)
+        assert r["input"]["float64_decimal"] == dec(float(x))
     assert [m["mode"] for m in r["modes"]] == list(MODES)
     for entry in r["modes"]:
         check_rounded(entry, x, fmt, entry["mode"], True, False)

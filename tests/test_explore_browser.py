@@ -291,13 +291,15 @@ def test_small_format_table_number_line_and_clicks(page):
     ticks = page.d.find_elements(By.CSS_SELECTOR, "#full-line g.tick")
     assert len(ticks) == sum(v <= 4 * 2.0**-6 for v in want)
     page.el("zoom-all").click()
+    page.type_number("0.1")
     page.shot("fp8_e4m3_0.1")
-    page.d.set_window_size(1400, 1000)
-    page.d.execute_script("window.scrollTo(0, 0)")
-    time.sleep(0.2)
     figure = os.environ.get("FPSIM_EXPLORE_FIGURE")
-    if figure:  # the README's screenshot: the first screen of this view
+    if figure:  # the README's screenshot: the top of this view (the bits and the typed number)
+        page.d.set_window_size(1400, 1560)
+        page.d.execute_script("window.scrollTo(0, 0)")
+        time.sleep(0.3)
         page.d.save_screenshot(figure)
+        page.d.set_window_size(1400, 1000)
     page.format("fp16")
     assert page.el("full").is_displayed() is False
 

@@ -347,7 +347,8 @@ def describe_code(f: Format, code: int) -> dict:
 # ---- the input and its rounding ----------------------------------------------------------------
 def _input_info(text: str, x: Fraction | float) -> dict:
     if isinstance(x, float):  # inf, nan, -0.0
-        return {"text": text, "exact": _number_text(x)["decimal"], "float64": repr(x),
+        d = _number_text(x)["decimal"]
+        return {"text": text, "exact": d, "float64": repr(x), "float64_decimal": d,
                 "float64_is_exact": True}  # fmt: skip
     try:
         xf = float(x)
@@ -358,6 +359,7 @@ def _input_info(text: str, x: Fraction | float) -> dict:
         "exact": exact_text(x),
         "approx": approx_text(x, 6, sci=False),
         "float64": repr(xf),
+        "float64_decimal": _number_text(xf)["decimal"],
         "float64_is_exact": math.isfinite(xf) and Fraction(xf) == x,
     }
 
@@ -445,9 +447,8 @@ def _stochastic(x: Fraction | float, f: Format, subnormals: bool, saturate: bool
         "outcomes": merged,
         "note": (
             f"x lies {exact_text(p)} of a quantum ({_pow2_text(q)}) beyond the grid point "
-            "toward zero: it rounds away from zero with that probability. fpsim compares 62 "
-            "random bits with ceil(p × 2^62): its probabilities are p and 1 - p moved to the "
-            "nearest multiples of 2^-62 that sum to 1 (N/2^62)."
+            f"toward zero, so it rounds away from zero with probability {exact_text(p)} (fpsim "
+            "draws 62 random bits: its probabilities are multiples of 2^-62, N/2^62)."
         ),
     }
 

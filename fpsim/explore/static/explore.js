@@ -280,7 +280,7 @@ async function doRound() {
   let text = `exactly ${inp.exact}`;
   if (inp.approx && inp.approx !== inp.exact) text += ` (≈ ${inp.approx})`;
   if (inp.float64_is_exact) text += " · a float64 itself";
-  else text += ` · the float64 nearest to it is ${inp.float64}: fpsim rounds the exact value, not that`;
+  else text += ` · not a float64 (the nearest float64 is ${inp.float64_decimal}): fpsim rounds the exact value`;
   $("input-exact").textContent = text;
   renderModes(r);
   renderStochastic(r);
