@@ -558,3 +558,14 @@ def test_formats_lists_every_registered_format_with_its_limits():
     # every name the page offers as an example is a format
     for name in r["examples"]:
         api.call("format", {"format": name})
+
+
+def test_short_forms_for_crowded_places():
+    """Table cells and labels show long values as 2^k or 6 significant digits (the exact
+    decimal stays in `decimal`)."""
+    rows = api.call("values", {"format": "e8m0"})["values"]
+    assert rows[0]["short"] == "2^-127" and rows[0]["decimal"] == frac_text(Fraction(1, 2**127))
+    assert rows[127]["short"] == "1" and rows[254]["short"] == "2^127"
+    info = api.call("format", {"format": "fp64"})
+    assert info["max"]["short"] == "1.79769e+308" and Fraction(info["max"]["decimal"]) == Fraction(np.finfo(np.float64).max)
+    assert api.call("format", {"format": "fp16"})["max"]["short"] == "65504"

@@ -247,22 +247,38 @@ def _pow2_text(q: Fraction) -> str:
     return f"2^{k}"
 
 
+def _is_pow2(q: Fraction) -> bool:
+    n, d = q.numerator, q.denominator
+    return n > 0 and n & (n - 1) == 0 and d & (d - 1) == 0
+
+
+def _short(q: Fraction, decimal: str) -> str:
+    """A value for a crowded place (a table cell, a label): the exact decimal when it is short,
+    else ``2^k`` for a power of two, else 6 significant digits (``1.79769e+308``)."""
+    if len(decimal) <= 16:
+        return decimal
+    sign = "-" if q < 0 else ""
+    return f"{sign}{_pow2_text(abs(q))}" if _is_pow2(abs(q)) else approx_text(q, 6)
+
+
 def _number_text(v: float) -> dict:
-    """A float of a format: its repr (for drawing) and its exact decimal."""
+    """A float of a format: its repr (for drawing), its exact decimal and a short form."""
     if math.isnan(v):
-        return {"stored": "nan", "decimal": "nan"}
+        return {"stored": "nan", "decimal": "nan", "short": "nan"}
     if math.isinf(v):
-        return {"stored": repr(v), "decimal": "-inf" if v < 0 else "inf"}
-    d = exact_decimal(Fraction(v))
-    return {"stored": repr(v), "decimal": "-0" if v == 0 and math.copysign(1, v) < 0 else d}
+        d = "-inf" if v < 0 else "inf"
+        return {"stored": repr(v), "decimal": d, "short": d}
+    q = Fraction(v)
+    d = "-0" if v == 0 and math.copysign(1, v) < 0 else exact_decimal(q)
+    return {"stored": repr(v), "decimal": d, "short": _short(q, d)}
 
 
 def _limit(v: float) -> dict:
-    """A limit of a format (max, min_normal, ...): exact decimal and, if a power of two, 2^k."""
-    q = Fraction(v)
-    out = {"stored": repr(v), "decimal": exact_decimal(q)}
-    if q > 0 and q.numerator & (q.numerator - 1) == 0 and q.denominator & (q.denominator - 1) == 0:
-        out["pow2"] = _pow2_text(q)
+    """A limit of a format (max, min_normal, ...): exact decimal, short form and, if a power of
+    two, 2^k."""
+    out = _number_text(v)
+    if _is_pow2(Fraction(v)):
+        out["pow2"] = _pow2_text(Fraction(v))
     return out
 
 
@@ -749,7 +765,7 @@ def loss_scale(params: Mapping[str, Any]) -> dict:
             "subnormal)" if subnormals else f"{_pow2_text(_pow2(f.emin))} (the smallest normal, "
             "less half a subnormal step: flushed below)",
             "normal_from": _pow2_text(_pow2(f.emin)),
-            "max": exact_decimal(Fraction(f.max)),
+            "max": _number_text(f.max)["short"],
             "overflow_to": overflow_to,
         },
         "format_info": _format_info(f),

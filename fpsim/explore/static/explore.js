@@ -148,7 +148,7 @@ function renderFacts(info) {
     `${info.name} = ${info.call}`,
     `${info.bits} bits`,
     `bias ${info.bias}`,
-    `max ${info.max.decimal}`,
+    `max ${info.max.short}`,
     `min normal ${info.min_normal.pow2 || info.min_normal.decimal}`,
   ];
   if (info.smallest_subnormal) parts.push(`smallest subnormal ${info.smallest_subnormal.pow2 || info.smallest_subnormal.decimal}`);
@@ -179,8 +179,8 @@ function renderBits(desc) {
   for (const f of desc.fields) {
     const div = el("div", { class: `field ${f.name}` });
     let title = `${f.name}`;
-    if (f.name === "exponent") title += ` (${f.bits.length} bits)`;
-    if (f.name === "mantissa") title += ` (${f.bits.length} bits)`;
+    const n = f.bits.length;
+    if (f.name !== "sign") title += ` (${n} bit${n === 1 ? "" : "s"})`;
     div.append(el("span", { class: "field-name", text: title }));
     const bits = el("div", { class: "field-bits" });
     for (const c of f.bits) {
@@ -389,8 +389,8 @@ async function drawNear() {
   if (cur && Number.isFinite(num(cur.stored))) {
     svg.append(svgEl("text", { x: X(num(cur.stored)), y: 40, "text-anchor": "middle", "font-size": 24, "font-weight": "bold", fill: "#0072b2" }, shortText(cur.decimal, 26)));
   }
-  svg.append(svgEl("text", { x: 40, y: 140, "text-anchor": "start", "font-size": 18 }, shortText(pts[0].decimal)));
-  svg.append(svgEl("text", { x: 960, y: 140, "text-anchor": "end", "font-size": 18 }, shortText(pts[pts.length - 1].decimal)));
+  svg.append(svgEl("text", { x: 40, y: 142, "text-anchor": "start", "font-size": 18 }, shortText(pts[0].decimal, 22)));
+  svg.append(svgEl("text", { x: 960, y: 142, "text-anchor": "end", "font-size": 18 }, shortText(pts[pts.length - 1].decimal, 22)));
   for (const v of r.values) {
     if (v.stored === "inf") svg.append(svgEl("text", { x: 990, y: 86, "text-anchor": "end", "font-size": 20 }, "→ inf"));
     if (v.stored === "-inf") svg.append(svgEl("text", { x: 10, y: 86, "font-size": 20 }, "-inf ←"));
@@ -401,7 +401,9 @@ async function drawNear() {
     if (Number.isFinite(x) && x >= lo && x <= hi && hi > lo) {
       const px = X(x);
       svg.append(svgEl("path", { d: `M ${px} 98 L ${px - 11} 120 L ${px + 11} 120 Z`, fill: "#d55e00", class: "input-marker" }));
-      svg.append(svgEl("text", { x: px, y: 140, "text-anchor": "middle", "font-size": 18, fill: "#a04000" }, `x = ${shortText(state.round.input.text, 14)}`));
+      // beside the triangle, on the side with room (the end labels sit lower)
+      const right = px < 800;
+      svg.append(svgEl("text", { x: right ? px + 16 : px - 16, y: 118, "text-anchor": right ? "start" : "end", "font-size": 18, fill: "#a04000" }, `x = ${shortText(state.round.input.text, 14)}`));
     }
   }
 }
@@ -431,7 +433,7 @@ function drawFull() {
     svg.append(g);
   }
   svg.append(svgEl("text", { x: 40, y: 140, "font-size": 18, "text-anchor": "middle" }, "0"));
-  const right = state.zoom === "all" ? `max = ${info.max.decimal}` : `4 × min normal (${info.min_normal.pow2 || info.min_normal.decimal} = min normal)`;
+  const right = state.zoom === "all" ? `max = ${info.max.short}` : `4 × min normal (min normal = ${info.min_normal.pow2 || info.min_normal.short})`;
   svg.append(svgEl("text", { x: 960, y: 140, "font-size": 18, "text-anchor": "end" }, right));
   const mn = num(info.min_normal.stored);
   if (mn <= top) {
@@ -439,8 +441,6 @@ function drawFull() {
     svg.append(svgEl("line", { x1: X(mn), x2: X(mn), y1: 36, y2: 46, stroke: "#0072b2", "stroke-width": 2 }));
     svg.append(svgEl("text", { x: X(mn), y: 30, "font-size": 16, "text-anchor": anchor, fill: "#0072b2" }, "min normal"));
   }
-  svg.append(svgEl("text", { x: 500, y: 140, "font-size": 16, "text-anchor": "middle", fill: "#444" },
-    "orange: subnormals · blue: normal values · black: the current value (its magnitude)"));
 }
 
 function renderTable() {
@@ -460,17 +460,15 @@ function renderTable() {
     const tr = el("tr", {}, el("th", { text: E.toString(2).padStart(info.exp_bits, "0") }));
     for (let f = 0; f < cols; f++) {
       const row = positive[E * cols + f];
-      const td = el("td", { class: `v c-${row.cls}`, "data-code": row.code, text: row.decimal });
-      td.title = `${row.hex}: ${row.bits} (${row.cls})`;
+      const td = el("td", { class: `v c-${row.cls}`, "data-code": row.code, text: row.short });
+      td.title = `${row.decimal} = ${row.hex}: ${row.bits} (${row.cls})`;
       td.addEventListener("click", () => loadCode({ code: row.code }));
       tr.append(td);
     }
     body.append(tr);
   }
   t.append(body);
-  if (info.signed) {
-    t.append(el("caption", { text: "codes with the sign bit clear; with it set, the same values negated" }));
-  }
+  $("table-note").textContent = info.signed ? "The codes with the sign bit clear; with it set, the same values negated." : "";
 }
 
 function markTable() {
@@ -591,7 +589,8 @@ function drawLoss(r) {
   for (const [z, a, b] of zones) {
     if (b <= a) continue;
     const narrowBand = X(b) - X(a) < 11 * z.length;
-    svg.append(svgEl("text", { x: (X(a) + X(b)) / 2, y: T + (narrowBand && low ? 46 : 22), "text-anchor": "middle", "font-size": 18, "font-weight": "bold" }, z));
+    const mid = Math.min(Math.max((X(a) + X(b)) / 2, L + 50), R - 50);
+    svg.append(svgEl("text", { x: mid, y: T + (narrowBand && low ? 46 : 22), "text-anchor": "middle", "font-size": 18, "font-weight": "bold" }, z));
     low = narrowBand && !low;
   }
   const maxc = Math.max(...bins.map((b) => b.c));
