@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 from fractions import Fraction
 
 import ml_dtypes
@@ -15,25 +14,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracle import ML_DTYPES, ref_decode, ref_encode, ref_round_exact, ref_values
+from oracle import ML_DTYPES, numpy_class, ref_decode, ref_encode, ref_round_exact, ref_values
+from oracle import exact_decimal_oracle as dec
+from oracle import same_float as same
 
 import fpsim
 from fpsim.explore import api
 from fpsim.explore.api import ApiError
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down")
-
-
-def dec(v: float) -> str:
-    """The exact decimal of a float, by Decimal (not by fpsim): '0.1000000000000000055...'."""
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    s = format(Decimal(v), "f")
-    if "." in s:
-        s = s.rstrip("0").rstrip(".")
-    return s
 
 
 def frac_text(q: Fraction) -> str:
@@ -51,13 +40,6 @@ def frac_text(q: Fraction) -> str:
     digits = str(abs(n) * 10**k // q.denominator).rjust(k + 1, "0")
     whole, frac = digits[: len(digits) - k], digits[len(digits) - k :].rstrip("0")
     return ("-" if n < 0 else "") + (f"{whole}.{frac}" if frac else whole)
-
-
-def same(a: float, b: float) -> bool:
-    """Equal floats, signs of zero included; NaN equals NaN."""
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b and math.copysign(1, a) == math.copysign(1, b)
 
 
 def stored(s: str) -> float:
@@ -178,14 +160,7 @@ def ml_value(fmt: str, code: int) -> float:
 
 
 def ml_class(fmt: str, v: float) -> str:
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf"
-    if v == 0:
-        return "zero"
-    tiny = float(ml_dtypes.finfo(ML_DTYPES[fmt]).smallest_normal)
-    return "subnormal" if abs(v) < tiny else "normal"
+    return numpy_class(v, float(ml_dtypes.finfo(ML_DTYPES[fmt]).smallest_normal))
 
 
 # 6-bit and 4-bit ml_dtypes are stored one per byte: their codes are the low bits

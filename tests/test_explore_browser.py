@@ -15,12 +15,12 @@ import math
 import os
 import shutil
 import time
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
+from oracle import exact_decimal_oracle as dec
 from oracle import ref_round_exact, ref_values
 
 import fpsim
@@ -40,18 +40,6 @@ if not (CHROMIUM and DRIVER):
                 allow_module_level=True)  # fmt: skip
 
 MODES = ("nearest_even", "nearest_away", "toward_zero", "up", "down")
-
-
-def dec(v: float) -> str:
-    """The exact decimal of a float, by Decimal."""
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    if v == 0:
-        return "-0" if math.copysign(1, v) < 0 else "0"
-    s = format(Decimal(v), "f")
-    return s.rstrip("0").rstrip(".") if "." in s else s
 
 
 def f16(code: int) -> float:

@@ -682,9 +682,9 @@ def arithmetic(params: Mapping[str, Any]) -> dict:
         operands.append({"name": label, "text": _text(params, label), **describe_code(f, code)})
     xs = [float(from_bits(np.uint64(int(o["code"])), f, np.float64)) for o in operands]
     fn: Callable = getattr(arith, name)
-    args = (opts["rounding"], opts["subnormals"], opts["saturate"], opts["seed"])
+    kwargs = {k: opts[k] for k in ("rounding", "subnormals", "saturate", "seed")}
     try:
-        value = float(fn(*xs, f, *args))
+        value = float(fn(*xs, f, **kwargs))
         b = None if arity == 1 else (xs[1] if arity == 2 else (xs[1], xs[2]))
         account = fpsim.explain_op(xs[0], op, b, f, opts["rounding"], subnormals=opts["subnormals"],
                                    saturate=opts["saturate"], seed=opts["seed"])  # fmt: skip
