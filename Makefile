@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fpsim-installed
 
-.PHONY: demo figures test install lint bench verify lessons clean-cache clean
+.PHONY: demo figures test install lint bench verify lessons clean-cache clean browser explore explore-figure
 
 # The test set-up includes PyTorch (the `torch` extra, pinned to torch==2.13.0) for the live
 # comparisons of tests/test_torch_parity.py and others: pip on these machines resolves that pin
@@ -33,9 +33,22 @@ figures: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
+# The explorer's browser tests (tests/test_explore_browser.py) drive Debian's chromium through
+# chromedriver. Where they are missing and this runs as root with apt (a fresh CI machine), they
+# are installed (about 3 minutes); elsewhere those tests skip and say why.
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium and chromium-driver for the browser tests"; \
+		apt-get update -q >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; \
+	else \
+		echo "chromium/chromedriver missing (not root, or no apt): the browser tests will skip"; \
+	fi
+
 # The CUDA tests run in their own process: NUMBA_ENABLE_CUDASIM must be set before numba.cuda is
 # first imported (tests/cudasim/conftest.py sets it unless the environment already chose).
-test: $(STAMP) lint
+test: $(STAMP) lint browser
 	$(PY) -m pytest -q --ignore=tests/cudasim --doctest-glob=README.md tests fpsim README.md
 	$(PY) -m pytest -q tests/cudasim
 
@@ -43,6 +56,15 @@ test: $(STAMP) lint
 lessons: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[lessons]"
 	$(PY) -m jupyter lab lessons/
+
+# The bit explorer in the browser (fpsim.explore): prints its address and opens the page.
+explore: $(STAMP)
+	$(PY) -m fpsim.explore
+
+# figures/explore.png, the README's screenshot, taken by the browser tests in headless Chromium.
+explore-figure: $(STAMP) browser
+	FPSIM_EXPLORE_FIGURE=figures/explore.png $(PY) -m pytest -q tests/test_explore_browser.py \
+		-k small_format
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_round.py

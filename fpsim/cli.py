@@ -3,6 +3,7 @@
 
     fpsim demo underflow        # what `make demo` runs
     fpsim bits 0.1 1/3          # a value's bits in several formats
+    fpsim explore               # the bit explorer in the browser (fpsim.explore)
     fpsim --list                # the demos
 """
 
@@ -13,8 +14,13 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``fpsim [demo] NAME [ARGS]``; return the exit status (2 for usage errors)."""
+    """Run ``fpsim [demo] NAME [ARGS]`` or ``fpsim explore [--port N] [--no-browser]``; return
+    the exit status (2 for usage errors)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["explore"]:
+        from .explore.__main__ import main as explore_main
+
+        return explore_main(args[1:])
     if args[:1] == ["demo"]:
         args = args[1:]
     from .demo.__main__ import main as demo_main

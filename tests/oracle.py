@@ -26,6 +26,7 @@ The rules (fpsim's documented choices, written out once):
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from fractions import Fraction
 
 import ml_dtypes
@@ -311,3 +312,37 @@ def ref_encode(v: float, fmt) -> int:
         frac, E = (a / Fraction(2) ** e - 1) * 2**m, e + f.bias
     assert frac.denominator == 1 and 0 <= frac < 2**m and 0 <= E < (1 << f.exp_bits)
     return sign | (E << m) | int(frac)
+
+
+# ---- floats as text and as classes (independent of fpsim) ----------------------------------------
+
+
+def same_float(a: float, b: float) -> bool:
+    """Equal including the sign of zero, and NaN equal to NaN."""
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
+def numpy_class(v: float, smallest_normal: float) -> str:
+    """"zero", "subnormal", "normal", "inf" or "nan" of a value, given the smallest normal."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf"
+    if v == 0:
+        return "zero"
+    return "subnormal" if abs(v) < smallest_normal else "normal"
+
+
+def exact_decimal_oracle(v: float) -> str:
+    """The exact decimal of a float, by decimal.Decimal (independent of fpsim): every digit,
+    ``-0`` for negative zero, ``nan``, ``inf`` and ``-inf`` for the rest."""
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    d = format(Decimal(v), "f")
+    if "." in d:
+        d = d.rstrip("0").rstrip(".")
+    return "-0" if d in ("-0", "-0.0") else d

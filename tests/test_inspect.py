@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import exact_decimal_oracle, numpy_class, same_float
 
 import fpsim
 from fpsim.formats import Format, bf16, fp8_e4m3, fp8_e5m2, fp16, fp32, fp64, tf32
@@ -35,31 +36,6 @@ E4M3_IEEE = Format(4, 3, name="e4m3_ieee")  # the textbook 8-bit format: bias 7,
 def split_bits(code: int, f: Format) -> str:
     s = format(code, f"0{f.bits}b")
     return f"{s[0]} {s[1 : 1 + f.exp_bits]} {s[1 + f.exp_bits :]}"
-
-
-def same_float(a: float, b: float) -> bool:
-    """Equal including the sign of zero, and NaN equal to NaN."""
-    if math.isnan(a) or math.isnan(b):
-        return math.isnan(a) and math.isnan(b)
-    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-
-
-def numpy_class(v: float, f: Format) -> str:
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf"
-    if v == 0:
-        return "zero"
-    return "subnormal" if abs(v) < f.min_normal else "normal"
-
-
-def exact_decimal_oracle(v: float) -> str:
-    """The exact decimal of a float, by decimal.Decimal (independent of fpsim)."""
-    d = format(Decimal(v), "f")
-    if "." in d:
-        d = d.rstrip("0").rstrip(".")
-    return "-0" if d in ("-0", "-0.0") else d
 
 
 # ---- every code of the small formats ------------------------------------------------------------
@@ -83,7 +59,7 @@ def test_fields_of_every_code_match_native_bit_view(f, dt, ut):
     for code in range(f.num_codes):
         v = float(as64[code])
         fl = fields(natives[code], f)
-        assert fl.cls == numpy_class(v, f), hex(code)
+        assert fl.cls == numpy_class(v, f.min_normal), hex(code)
         if math.isnan(v):
             # NaN comes back as the canonical quiet NaN, with the input's sign.
             assert fl.code == f.nan_code | (code & (1 << (f.bits - 1))), hex(code)
@@ -144,7 +120,7 @@ def test_all_values_matches_native_view(f, dt, ut):
     assert (np.signbit(t["value"]) == np.signbit(native)).all()
     assert [str(b) for b in t["bits"][:3]] == [split_bits(c, f) for c in range(3)]
     assert str(t["bits"][-1]) == split_bits(f.num_codes - 1, f)
-    classes = [numpy_class(v, f) for v in native]
+    classes = [numpy_class(v, f.min_normal) for v in native]
     assert list(t["cls"]) == classes
 
 
@@ -555,16 +531,6 @@ def test_the_definition_oracle_agrees_with_ml_dtypes_p3109_and_hand_tables(name)
             assert same_float(definition_value(code, f), oracle_value(name, code)), hex(code)
 
 
-def oracle_class(v: float, f: Format) -> str:
-    if math.isnan(v):
-        return "nan"
-    if math.isinf(v):
-        return "inf"
-    if v == 0:
-        return "zero"
-    return "subnormal" if abs(v) < f.min_normal else "normal"
-
-
 def oracle_bits(code: int, f: Format) -> str:
     """sign, exponent and mantissa, each only where the format has it."""
     s = format(code, f"0{f.bits}b")
@@ -576,7 +542,7 @@ def oracle_bits(code: int, f: Format) -> str:
 def check_code(name: str, f: Format, code: int, v: float) -> None:
     """fields() of the code's value agrees with the oracle value v of the code."""
     fl = fields(v, f)
-    assert fl.cls == oracle_class(v, f), (name, hex(code))
+    assert fl.cls == numpy_class(v, f.min_normal), (name, hex(code))
     sign_bit = 1 << (f.bits - 1)
     if math.isnan(v):
         # NaN comes back as the canonical NaN: the input's sign kept where NaN has two signs
@@ -663,7 +629,7 @@ def test_all_values_of_every_small_format(name):
     np.testing.assert_array_equal(t["value"], expected)  # NaN == NaN here
     number = ~np.isnan(expected)
     assert (np.signbit(t["value"][number]) == np.signbit(expected[number])).all()
-    assert list(t["cls"]) == [oracle_class(v, f) for v in expected]
+    assert list(t["cls"]) == [numpy_class(v, f.min_normal) for v in expected]
     assert [str(b) for b in t["bits"]] == [oracle_bits(c, f) for c in range(f.num_codes)]
     # the sorted set of (non-NaN) values is the oracle's
     got = sorted(set(t["value"][~np.isnan(t["value"])].tolist()))
