@@ -75,6 +75,7 @@ bench: $(STAMP)
 
 verify: $(STAMP)
 	$(PY) benchmarks/verify_exhaustive.py
+	FPSIM_VERIFY=1 $(PY) -m pytest -q tests/test_optim_bitexact.py -k optimizer_bit_identical
 
 # numba's on-disk cache is keyed on the file that holds each kernel; after editing
 # fpsim/kernels/scalar.py alone, clear it so the kernels in cpu.py are recompiled.

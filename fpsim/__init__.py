@@ -5,7 +5,7 @@
 0.0999755859375
 """
 
-from . import amp, arith, autograd, data, memory, models, nn, optim, scaling
+from . import amp, arith, aten_cpu, autograd, data, memory, models, nn, optim, scaling
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .arith import explain_op, trace_sum
 from .autograd import (
@@ -127,6 +127,7 @@ __all__ = [
     "is_autocast_enabled",
     "get_autocast_dtype",
     "arith",
+    "aten_cpu",
     "scaling",
     "explain_op",
     "trace_sum",

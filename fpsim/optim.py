@@ -4,21 +4,30 @@
 eps added after the square root, AdamW's decoupled decay, amsgrad), ``param_groups``,
 ``zero_grad(set_to_none=True)``, ``state_dict``/``load_state_dict``, and ``clip_grad_norm_``.
 
-Where the arithmetic happens:
+Where the arithmetic happens -- as ``torch.optim`` on a CPU (its default single-tensor path):
 
-* **fp32 parameters** (and fp64): the update is the sequence of PyTorch's elementwise ops in
-  float32 (float64) numpy, each rounding to fp32 -- as PyTorch's fp32 optimizers do.
+* **fp32 and fp16/bf16 parameters**: every update is the sequence of ATen ops
+  ``torch.optim``'s ``_single_tensor_sgd``/``_single_tensor_adam`` run (``add_`` with
+  ``alpha``, ``mul_``, ``lerp_``, ``addcmul_``, ``sqrt``, ``div``, ``addcdiv_``, ...), each
+  rounded exactly as ATen's CPU kernel rounds it (:mod:`fpsim.aten_cpu`: fused multiply-adds,
+  fp16/bf16 computed in fp32 and rounded to the format after every op, scalars converted as
+  ATen converts them). Given the same gradients the parameters and the state are bit-identical
+  to PyTorch's, step after step (the README's "Bit-identical to torch.optim" says where this
+  holds: the CPU capability, and fp32 ``sqrt`` in MKL builds).
 * **low-precision parameters, ``master_weights=False``** (the default): pure low-precision
   training. Optimizer state (momentum, exp_avg, ...) is kept in the parameter's format, as
-  PyTorch keeps fp16 state for fp16 parameters; each state tensor and the parameter are computed
-  in float64 from the stored values and rounded once to the format per step. Small updates are
-  *lost*: an fp16 weight 1.0 does not move with an update of 2^-12 (half its spacing 2^-11 below
-  1.0, a tie that rounds back to 1.0 -- and above 1.0 the spacing is 2^-10).
+  PyTorch keeps fp16 state for fp16 parameters. Small updates are *lost*: an fp16 weight 1.0
+  does not move with an update of 2^-12 (half its spacing 2^-11 below 1.0, a tie that rounds
+  back to 1.0 -- and above 1.0 the spacing is 2^-10). Formats PyTorch cannot compute in (fp8,
+  tf32, ...) follow fp16's rules; fp64 and wider formats compute in float64 without fused
+  multiply-adds (not bit-identical to PyTorch's fp64 kernels).
 * **low-precision parameters, ``master_weights=True``** (mixed-precision training, Micikevicius
   et al. 2018): the optimizer holds an fp32 *master copy* of each parameter (made at its first
-  step), applies the fp32 update to it, and writes the master rounded once to the parameter's
-  format back into the parameter. The master accumulates the small updates that the
-  low-precision weight cannot represent.
+  step) and fp32 state, updates the master exactly as ``torch.optim`` updates an fp32
+  parameter whose gradient is the low-precision gradient converted to fp32, and writes the
+  master rounded once to the parameter's format back into the parameter (``param.copy_
+  (master)``). The master accumulates the small updates that the low-precision weight cannot
+  represent. Formats fp32 does not hold (fp64) have no master: they update in place.
 
 >>> import numpy as np
 >>> from fpsim import nn, optim
@@ -40,16 +49,21 @@ Where the arithmetic happens:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from . import aten_cpu
 from .autograd.grad_mode import no_grad
 from .autograd.precision import _info, contains, promote_formats, to_format
 from .autograd.tensor import Tensor
 from .formats import Format, fp32
+
+# Format.contains is not cheap and every step asks it for every parameter
+_contains = functools.lru_cache(maxsize=256)(contains)
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "clip_grad_norm_"]
 
@@ -114,20 +128,36 @@ class Optimizer:
 
     # ---- where each parameter's arithmetic happens -------------------------------------------
     def _uses_master(self, p: Tensor) -> bool:
-        return self.master_weights and p.format != fp32 and contains(fp32, p.format)
+        return self.master_weights and p.format != fp32 and _contains(fp32, p.format)
 
     def _state_format(self, p: Tensor) -> Format:
         return fp32 if self._uses_master(p) else p.format
 
     def _load(self, p: Tensor, state: dict) -> tuple[np.ndarray, np.ndarray, Format]:
-        """(weights, gradient, state format) as arrays in the update's math dtype."""
-        # The updates below never write into these arrays (no copies needed).
+        """(weights, gradient, the format the update computes in), both arrays in that format's
+        container. The updates never write into them (every op returns a new array)."""
+        sfmt = self._state_format(p)
+        g = p.grad.data
+        if not _contains(sfmt, p.grad.format):
+            # PyTorch refuses a grad of another dtype; fpsim takes one whose values all are
+            # values of the update's format (exact), and refuses to round one silently
+            r = to_format(g, sfmt)
+            with np.errstate(invalid="ignore"):
+                lossy = ~((r == g) | (np.isnan(r) & np.isnan(g)))
+            if lossy.any():
+                raise TypeError(
+                    f"the gradient of a {p.format.name} parameter is {p.grad.format.name} and "
+                    f"holds values that are not {sfmt.name} values (e.g. {g[lossy].flat[0]!r}); "
+                    "PyTorch requires a parameter's grad to have the parameter's dtype"
+                )
+            g = r
+        container = aten_cpu.ops(sfmt).container
+        g = g.astype(container, copy=False)  # exact
         if self._uses_master(p):
             if "master" not in state:
                 state["master"] = p.data.astype(np.float32)  # exact: fp32 holds the format
-            return state["master"], p.grad.data.astype(np.float32, copy=False), fp32
-        dt = _info(p.format).math
-        return p.data.astype(dt, copy=False), p.grad.data.astype(dt, copy=False), p.format
+            return state["master"], g, fp32
+        return p.data.astype(container, copy=False), g, sfmt
 
     def _store(self, p: Tensor, state: dict, w: np.ndarray, writes: int = 1) -> None:
         """Write the new weights into ``p`` and count ``writes`` versions: PyTorch updates a
@@ -135,7 +165,8 @@ class Optimizer:
         so a graph that kept the old weights refuses a backward after the step."""
         if self._uses_master(p):
             state["master"][...] = w
-        p.data[...] = to_format(w, p.format)
+            w = aten_cpu.ops(p.format).round(w)  # param.copy_(master): one rounding
+        p.data[...] = w
         for _ in range(writes):
             p._bump_version()
 
@@ -159,11 +190,13 @@ class Optimizer:
                 state = self.state.setdefault(p, {})
                 w, g, sfmt = self._load(p, state)
                 with np.errstate(all="ignore"):
-                    w = self._update(w, g, state, group, sfmt)
+                    w = self._update(w, g, state, group, aten_cpu.ops(sfmt))
                 self._store(p, state, w, self._param_writes(group))
         return loss
 
-    def _update(self, w, g, state, group, sfmt):  # pragma: no cover - abstract
+    def _update(self, w, g, state, group, A):  # pragma: no cover - abstract
+        """The new weights, from weights ``w`` and gradient ``g`` (arrays in the update's
+        format), updating ``state``; ``A`` is :func:`fpsim.aten_cpu.ops` of that format."""
         raise NotImplementedError
 
     # ---- state_dict --------------------------------------------------------------------------
@@ -221,13 +254,16 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent, PyTorch's formula::
+    """Stochastic gradient descent, PyTorch's formula, computed as ``torch.optim.SGD`` computes
+    it on a CPU (each line one ATen op of :mod:`fpsim.aten_cpu`; an ``add`` with ``alpha`` is
+    one fused multiply-add)::
 
-    g = grad (+ weight_decay * w)
-    buf = g                        (first step)
-    buf = momentum * buf + (1 - dampening) * g
-    g = g + momentum * buf  if nesterov  else  buf
-    w = w - lr * g
+    g = -grad if maximize else grad
+    g = g.add(w, alpha=weight_decay)              # if weight_decay
+    buf = g                                        (first step)
+    buf = buf.mul(momentum).add(g, alpha=1 - dampening)
+    g = g.add(buf, alpha=momentum) if nesterov else buf
+    w = w.add(g, alpha=-lr)
     """
 
     def __init__(
@@ -259,35 +295,37 @@ class SGD(Optimizer):
         )
         super().__init__(params, defaults, master_weights)
 
-    def _update(self, w, g, state, group, sfmt):
+    def _update(self, w, g, state, group, A):
+        # torch.optim.sgd._single_tensor_sgd, op for op (each rounded as ATen's CPU kernel)
         lr, mom, damp = group["lr"], group["momentum"], group["dampening"]
         wd, nesterov = group["weight_decay"], group["nesterov"]
         if group["maximize"]:
-            g = -g
+            g = A.neg(g)
         if wd != 0:
-            g = g + wd * w
+            g = A.add(g, w, wd)  # grad.add(param, alpha=weight_decay)
         if mom != 0:
             buf = state.get("momentum_buffer")
             if buf is None:
-                buf = np.array(g, copy=True)
-            else:
-                buf = buf.astype(w.dtype, copy=False) * mom + (g if damp == 0 else (1 - damp) * g)
-            state["momentum_buffer"] = to_format(buf, sfmt)  # kept in the state format
-            buf = state["momentum_buffer"].astype(w.dtype, copy=False)
-            g = g + mom * buf if nesterov else buf
-        return w - lr * g
+                buf = np.array(g, copy=True)  # grad.detach().clone()
+            else:  # buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                buf = A.add(A.mul_scalar(buf, mom), g, 1 - damp)
+            state["momentum_buffer"] = buf
+            g = A.add(g, buf, mom) if nesterov else buf
+        return A.add(w, g, -lr)  # param.add_(grad, alpha=-lr)
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba), PyTorch's formula::
+    """Adam (Kingma & Ba), PyTorch's formula, computed as ``torch.optim.Adam`` computes it on a
+    CPU (each tensor line one or two ATen ops of :mod:`fpsim.aten_cpu`; the scalars are Python
+    floats, as in PyTorch)::
 
-    g = grad (+ weight_decay * w)                  # Adam: L2 penalty in the gradient
-    w = w * (1 - lr * weight_decay)                # AdamW instead: decoupled decay
-    m = m + (1 - beta1) * (g - m)                  # lerp
-    v = beta2 * v + (1 - beta2) * g * g
-    step_size = lr / (1 - beta1^t)
-    denom = sqrt(v) / sqrt(1 - beta2^t) + eps      # eps after the square root
-    w = w - step_size * m / denom
+    g = g.add(w, alpha=weight_decay)               # Adam: L2 penalty in the gradient
+    w = w.mul(1 - lr * weight_decay)               # AdamW instead: decoupled decay
+    m = m.lerp(g, 1 - beta1)                       # m + (1 - beta1) * (g - m)
+    v = v.mul(beta2).addcmul(g, g, value=1 - beta2)
+    step_size = lr / (1 - beta1**t)
+    denom = (v.sqrt() / (1 - beta2**t) ** 0.5).add(eps)   # eps after the square root
+    w = w.addcdiv(m, denom, value=-step_size)
     """
 
     _decoupled = False
@@ -324,39 +362,41 @@ class Adam(Optimizer):
         )
         super().__init__(params, defaults, master_weights)
 
-    def _update(self, w, g, state, group, sfmt):
-        lr, (b1, b2), eps = group["lr"], group["betas"], group["eps"]
+    def _update(self, w, g, state, group, A):
+        # torch.optim.adam._single_tensor_adam (capturable=False, differentiable=False), op for
+        # op; the scalars are Python floats computed as PyTorch computes them
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         wd = group["weight_decay"]
         if group["maximize"]:
-            g = -g
+            g = A.neg(g)
         if not state.get("step"):
             state["step"] = 0
-            zero = to_format(np.zeros_like(w), sfmt)
+            zero = np.zeros_like(w, dtype=A.container)
             state["exp_avg"], state["exp_avg_sq"] = zero, zero.copy()
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zero.copy()
         state["step"] += 1
-        t = state["step"]
         if wd != 0:
             if self._decoupled:
-                w = w * (1 - lr * wd)
+                w = A.mul_scalar(w, 1 - lr * wd)  # param.mul_(1 - lr * weight_decay)
             else:
-                g = g + wd * w
-        m = state["exp_avg"].astype(w.dtype, copy=False)
-        v = state["exp_avg_sq"].astype(w.dtype, copy=False)
-        state["exp_avg"] = to_format(m + (g - m) * (1 - b1), sfmt)  # kept in the state format
-        state["exp_avg_sq"] = to_format(v * b2 + (1 - b2) * g * g, sfmt)
-        m = state["exp_avg"].astype(w.dtype, copy=False)
-        v = state["exp_avg_sq"].astype(w.dtype, copy=False)
-        step_size = lr / (1 - b1**t)
-        bc2_sqrt = math.sqrt(1 - b2**t)
+                g = A.add(g, w, wd)  # grad.add(param, alpha=weight_decay)
+        state["exp_avg"] = A.lerp(state["exp_avg"], g, 1 - beta1)
+        v = A.mul_scalar(state["exp_avg_sq"], beta2)  # exp_avg_sq.mul_(beta2)
+        state["exp_avg_sq"] = A.addcmul(v, g, g, 1 - beta2)  # .addcmul_(grad, grad, 1 - b2)
+        step = float(state["step"])  # step_t.item(): PyTorch's step is a float tensor
+        bias_correction1 = 1 - beta1**step
+        bias_correction2 = 1 - beta2**step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = bias_correction2**0.5
         if group["amsgrad"]:
-            vmax = np.maximum(state["max_exp_avg_sq"].astype(w.dtype), v)
-            state["max_exp_avg_sq"] = to_format(vmax, sfmt)
-            denom = np.sqrt(vmax) / bc2_sqrt + eps
+            state["max_exp_avg_sq"] = A.maximum(state["max_exp_avg_sq"], state["exp_avg_sq"])
+            v = state["max_exp_avg_sq"]
         else:
-            denom = np.sqrt(v) / bc2_sqrt + eps
-        return w - step_size * (m / denom)
+            v = state["exp_avg_sq"]
+        # denom = (v.sqrt() / bias_correction2_sqrt).add_(eps)
+        denom = A.add_scalar(A.div_scalar(A.sqrt(v), bias_correction2_sqrt), eps)
+        return A.addcdiv(w, state["exp_avg"], denom, -step_size)
 
 
 class AdamW(Adam):
