@@ -50,6 +50,7 @@ gradients for the same weights and batch, with element-by-element counts of what
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from dataclasses import field as dataclasses_field
@@ -58,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from .containers import is_torch_tensor, torch_to_numpy
 from .formats import Format, FormatLike, get_format
 
 __all__ = [
@@ -137,7 +139,9 @@ def _real_values(x: Any) -> np.ndarray:
     byte order), integers as int64 / uint64. Masked arrays give their unmasked values."""
     if isinstance(x, np.ma.MaskedArray):
         x = x.compressed()  # masked entries are not data (often a fill value, or garbage)
-    elif hasattr(x, "numpy") and callable(x.numpy):  # fpsim / torch tensors
+    elif is_torch_tensor(x):
+        x = torch_to_numpy(x)  # CPU memory as numpy, bf16 through its int16 bits (no copy)
+    elif hasattr(x, "numpy") and callable(x.numpy):  # fpsim tensors
         x = (x.detach() if hasattr(x, "detach") else x).numpy()  # numpy() refuses grad
     a = np.asarray(x)  # np.matrix becomes a plain ndarray here
     dt = a.dtype
@@ -163,6 +167,21 @@ def _real_values(x: Any) -> np.ndarray:
     raise TypeError(f"RangeHistogram expects real numbers; got an array of dtype {dt}{hint}")
 
 
+def _float_bits(a: np.ndarray) -> tuple[np.ndarray, str] | None:
+    """``(integer view, format name)`` of a float16/32/64 or bfloat16 array in native byte
+    order (no copy), for :meth:`RangeHistogram.add_bits`; None for any other array."""
+    import ml_dtypes
+
+    dt = a.dtype
+    if not dt.isnative:
+        return None
+    name = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
+            np.dtype(np.float64): "fp64", np.dtype(ml_dtypes.bfloat16): "bf16"}.get(dt)  # fmt: skip
+    if name is None:
+        return None
+    return a.view(np.dtype(f"i{dt.itemsize}")), name
+
+
 def _int_binades(u: np.ndarray, cuts: list[_Cut]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For magnitudes ``u`` >= 2^53 (uint64): binade index, whether a power of two, and how
     many of ``cuts`` each is past -- with integer arithmetic, as float64 would round them."""
@@ -175,6 +194,45 @@ def _int_binades(u: np.ndarray, cuts: list[_Cut]) -> tuple[np.ndarray, np.ndarra
         table = np.array([cut.int_cut(k) for k in range(53, 64)], np.uint64)
         n_past += u >= table[b - np.uint64(53)]
     return b.astype(np.int64) - _EMIN, pow2, n_past
+
+
+@dataclass(eq=False)
+class BinadeCounts:
+    """One array's values counted by :meth:`RangeHistogram.count_bits`, not yet added: ``by[r,
+    j]`` values in binade ``first + r`` whose significand is past exactly ``j`` of the
+    histogram's cuts, ``pow2[r]`` exact powers of two there, ``zero`` and ``nonfinite``
+    values, and ``amax``, the largest finite magnitude (0.0 without one)."""
+
+    first: int
+    by: np.ndarray
+    pow2: np.ndarray
+    zero: int
+    nonfinite: int
+    amax: float
+    cuts: dict  # the histogram's cut -> its index
+
+    @functools.cached_property
+    def _tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """``above[r]``: values in rows r and up (one more entry: 0); ``past[r, j]``: values
+        of row r past at least j cuts."""
+        past = np.cumsum(self.by[:, ::-1], axis=1)[:, ::-1]
+        above = np.append(np.cumsum(past[::-1, 0])[::-1], 0)
+        return above, past
+
+    @property
+    def nonzero(self) -> int:
+        return int(self._tables[0][0])
+
+    def past_count(self, b: int, i: int) -> int:
+        """Values past ``c × 2^b`` (c the cut of index i): those above binade b, and those of
+        binade b past the cut."""
+        r = b - self.first
+        if r >= self.by.shape[0]:
+            return 0
+        above, past = self._tables
+        if r < 0:
+            return int(above[0])
+        return int(above[r + 1] + past[r, i + 1])
 
 
 class RangeHistogram:
@@ -200,7 +258,11 @@ class RangeHistogram:
         # number per value (how many cuts it is past) says where it stands against all of them
         self._cuts = sorted({cut for bounds in self._bounds.values() for _, cut in bounds.values()})
         self._cut_index = {cut: i for i, cut in enumerate(self._cuts)}
+        # per format, its boundaries as (binade, index of the cut): what zones() looks up
+        self._bound_idx = {name: tuple((z, b, self._cut_index[cut]) for z, (b, cut) in
+                                       bounds.items()) for name, bounds in self._bounds.items()}
         self._float_cuts = np.array([cut.float_cut() for cut in self._cuts], np.float64)
+        self._bits_plan: dict[str, tuple] = {}  # count_bits' tables, per format read
         self.reset()
 
     def reset(self) -> None:
@@ -230,6 +292,12 @@ class RangeHistogram:
         >>> h.count, h.nonfinite
         (2, 0)
         """
+        if not isinstance(x, np.ma.MaskedArray):
+            raw = torch_to_numpy(x) if is_torch_tensor(x) else x
+            bits = _float_bits(np.asarray(raw)) if isinstance(raw, np.ndarray) else None
+            if bits is not None:  # fp16, bf16, fp32, fp64 arrays: straight from the bits
+                self.add_bits(*bits)
+                return
         a = _real_values(x)
         big = None
         if a.dtype.kind in "iu":
@@ -250,6 +318,111 @@ class RangeHistogram:
         if big is not None and big.size:
             self._count(*_int_binades(big, self._cuts))
 
+    def add_bits(self, bits: Any, fmt: FormatLike) -> float:
+        """Count values given by their bit patterns: ``bits`` holds codes of ``fmt``, an
+        IEEE-style binary format with subnormals and inf/NaN at the top exponent (fp16, bf16,
+        fp32, fp64, fp8_e5m2), as integers of any width (bf16 as int16 or uint16, fp32 as
+        int32, ...), in a numpy array or in GPU memory (anything with
+        ``__cuda_array_interface__``, or a numba device array: the count runs there, in one
+        pass, and only the counters come back). Returns the largest finite magnitude among
+        them (0.0 when there is none), exactly.
+
+        >>> h = RangeHistogram(formats=("fp16",))
+        >>> h.add_bits(np.array([0x3C00, 0x0001, 0xFC00, 0x8000], np.uint16), "fp16")
+        1.0
+        >>> h.zones("fp16")
+        {'zero': 1, 'underflow': 0, 'subnormal': 1, 'normal': 1, 'overflow': 0, 'nonfinite': 1}
+        """
+        c = self.count_bits(bits, fmt)
+        self.add_counts(c)
+        return c.amax
+
+    def count_bits(self, bits: Any, fmt: FormatLike) -> BinadeCounts:
+        """The counts of one array of bit patterns (as :meth:`add_bits` takes them), not yet
+        added: a :class:`BinadeCounts` for :meth:`add_counts` and :meth:`zones_of`."""
+        from .kernels import histogram as khist
+
+        f = get_format(fmt)
+        plan = self._bits_plan.get(f.name)
+        if plan is None:
+            if not (f.has_inf and f.nan == "ieee" and f.has_subnormals and f.signed):
+                raise ValueError(
+                    f"add_bits reads IEEE-style formats (fp16, bf16, fp32, fp64, fp8_e5m2), not "
+                    f"{f.name}; pass its values to add() instead"
+                )
+            thr = khist.thresholds_for(self._cuts, f.man_bits)
+            lut, shift = khist.lookup(tuple(thr.tolist()), f.man_bits)
+            first = f.emin - f.man_bits  # the binade of the smallest subnormal
+            rows = f.emax - first + 1
+            nslots = rows * (len(thr) + 2) + 2
+            slots = None
+            if f.bits <= khist.SMALL_FORMAT_BITS:
+                slots = khist.slot_table(f.exp_bits, f.man_bits, f.bias, first,
+                                         tuple(thr.tolist()), nslots)  # fmt: skip
+            k0 = int(np.count_nonzero(thr <= 0))  # the cuts an exact power of two passes
+            plan = self._bits_plan[f.name] = (f, thr, lut, shift, first, rows, nslots, slots, k0)
+        f, thr, lut, shift, first, rows, nslots, slots, k0 = plan
+        table = np.zeros(nslots, np.int64)
+        if hasattr(bits, "__cuda_array_interface__") or getattr(bits, "__cuda_ndarray__", False):
+            from .kernels import histogram_cuda
+
+            top = histogram_cuda.histogram_bits_device(bits, f, f.exp_bits, f.man_bits, f.bias,
+                                                       first, thr, lut, shift, table)  # fmt: skip
+        else:
+            b = np.asarray(bits)
+            if b.dtype.kind not in "iu":
+                raise TypeError(f"bits must be integers, got an array of {b.dtype}")
+            b = np.ascontiguousarray(b).reshape(-1)
+            if b.dtype.itemsize * 8 < f.bits or not b.dtype.isnative:
+                b = b.astype(np.int64)
+            if slots is not None:
+                top = khist.histogram_bits_small(b, (1 << (f.bits - 1)) - 1, slots, table)
+            else:
+                top = khist.histogram_bits(b, f.exp_bits, f.man_bits, f.bias, first, thr, lut,
+                                           shift, table)  # fmt: skip
+        t = table[:-2].reshape(rows, len(thr) + 2)
+        by = t[:, :-1].copy()
+        by[:, k0] += t[:, -1]  # the exact powers of two, in the column of the cuts they pass
+        amax = 0.0
+        if top > 0:  # the value of the magnitude code: exact in float64
+            e, m = top >> f.man_bits, top & ((1 << f.man_bits) - 1)
+            amax = math.ldexp((m + (1 << f.man_bits)) if e else m,
+                              max(e, 1) - f.bias - f.man_bits)  # fmt: skip
+        return BinadeCounts(first, by, t[:, -1].copy(), int(table[-2]), int(table[-1]), amax,
+                            self._cut_index)  # fmt: skip
+
+    def add_counts(self, c: BinadeCounts, scale: float = 1.0) -> None:
+        """Add the counts of one array (:meth:`count_bits`), its values multiplied by
+        ``scale``, a power of two (exactly: the binades shift by log2(scale))."""
+        if c.cuts is not self._cut_index and c.cuts != self._cut_index:
+            raise ValueError("these counts were made by a histogram with other formats")
+        k = _log2_exact(scale)
+        rows = np.flatnonzero(c.by.sum(axis=1))
+        if rows.size == 0:
+            self.zero += c.zero
+            self.nonfinite += c.nonfinite
+            return
+        lo, hi = rows[0], rows[-1] + 1  # only the binades that hold values
+        o = c.first + k - _EMIN + lo
+        if o < 0 or o + (hi - lo) > _NBINS:
+            raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
+        self.zero += c.zero
+        self.nonfinite += c.nonfinite
+        by = c.by[lo:hi]
+        self.counts[o : o + hi - lo] += by.sum(axis=1)
+        self.exact_powers[o : o + hi - lo] += c.pow2[lo:hi]
+        if len(self._cuts):
+            at_least = np.cumsum(by[:, ::-1], axis=1)[:, ::-1]
+            self._past[:, o : o + hi - lo] += at_least[:, 1:].T  # past cut i: >= i + 1 cuts
+
+    def zones_of(self, c: BinadeCounts, fmt: FormatLike, scale: float = 1.0) -> dict:
+        """:meth:`zones` of one array's counts alone (as if it were the only one added)."""
+        f = self._format(fmt)
+        if c.cuts is not self._cut_index and c.cuts != self._cut_index:
+            raise ValueError("these counts were made by a histogram with other formats")
+        return self._zones(f, _log2_exact(scale), True, c.past_count, c.nonzero, c.zero,
+                           c.nonfinite)  # fmt: skip
+
     def _count(self, idx: np.ndarray, pow2: np.ndarray, n_past: np.ndarray) -> None:
         """Add values given by binade index, whether |x| is a power of two, and the number of
         cuts their significand is past."""
@@ -261,13 +434,29 @@ class RangeHistogram:
             at_least = np.cumsum(by.reshape(_NBINS, n + 1)[:, ::-1], axis=1)[:, ::-1]
             self._past += at_least[:, 1:].T  # past cut i: past at least i + 1 cuts
 
-    def merge(self, other: RangeHistogram) -> None:
-        """Add another histogram's counts (same formats)."""
+    def merge(self, other: RangeHistogram, scale: float = 1.0) -> None:
+        """Add another histogram's counts (same formats); with ``scale``, a power of two, as if
+        its values had been multiplied by it (exactly: the binades shift by log2(scale)), e.g.
+        ``1 / S`` to take a loss scale S back out of recorded gradients.
+
+        >>> a, b = RangeHistogram(formats=("fp16",)), RangeHistogram(formats=("fp16",))
+        >>> b.add([3.0 * 2.0**16, 0.0]); a.merge(b, scale=2.0**-16); a.bins()
+        (array([1]), array([1]))
+        """
         if other._formats != self._formats:
             raise ValueError("can only merge histograms built for the same formats")
-        self.counts += other.counts
-        self.exact_powers += other.exact_powers
-        self._past += other._past
+        k = _log2_exact(scale)
+        arrays = ((self.counts, other.counts), (self.exact_powers, other.exact_powers),
+                  (self._past.T, other._past.T))  # fmt: skip
+        if k:
+            nz = np.flatnonzero(other.counts)
+            if nz.size and not (0 <= nz[0] + k and nz[-1] + k < _NBINS):
+                raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
+        for mine, theirs in arrays:
+            if k >= 0:
+                mine[k:] += theirs[: _NBINS - k]
+            else:
+                mine[:k] += theirs[-k:]
         self.zero += other.zero
         self.nonfinite += other.nonfinite
 
@@ -287,6 +476,8 @@ class RangeHistogram:
         return np.arange(lo, hi) + _EMIN, self.counts[lo:hi].copy()
 
     def _format(self, fmt: FormatLike) -> Format:
+        if isinstance(fmt, str) and fmt in self._formats:  # a registered name: the fast path
+            return self._formats[fmt]
         f = get_format(fmt)
         known = self._formats.get(f.name)
         if known is None:
@@ -301,12 +492,12 @@ class RangeHistogram:
             )
         return f
 
-    def _past_count(self, b: int, cut: _Cut) -> int:
-        """Values past the threshold ``c × 2^b``: those of the binades above b, and those of
-        binade b whose significand is past the cut c."""
-        i = b - _EMIN
-        above = int(self.counts[max(i + 1, 0) :].sum())
-        return above + (int(self._past[self._cut_index[cut], i]) if 0 <= i < _NBINS else 0)
+    def _past_count(self, b: int, i: int) -> int:
+        """Values past the threshold ``c × 2^b`` (``c`` the cut of index i): those of the
+        binades above b, and those of binade b whose significand is past the cut c."""
+        j = b - _EMIN
+        above = int(self.counts[max(j + 1, 0) :].sum())
+        return above + (int(self._past[i, j]) if 0 <= j < _NBINS else 0)
 
     def zones(self, fmt: FormatLike, scale: float = 1.0, subnormals: bool = True) -> dict:
         """Counts per zone (see the module docstring) after multiplying by ``scale``: for each
@@ -318,18 +509,22 @@ class RangeHistogram:
         float64's range by the shift count as overflow / underflow like any other.
         """
         f = self._format(fmt)
-        k = _log2_exact(scale)
+        return self._zones(f, _log2_exact(scale), subnormals, self._past_count,
+                           int(self.counts.sum()), self.zero, self.nonfinite)  # fmt: skip
+
+    def _zones(self, f: Format, k: int, subnormals: bool, past_count: Any, nonzero: int,
+               zero: int, nonfinite: int) -> dict:  # fmt: skip
+        """The zone counts from ``past_count(binade, cut)``: values past each boundary."""
         # a value x is past a threshold T after the scale iff x is past T / 2^k: binade b - k
-        past = {z: self._past_count(b - k, cut) for z, (b, cut) in self._bounds[f.name].items()}
-        nonzero = int(self.counts.sum())
+        past = {z: past_count(b - k, i) for z, b, i in self._bound_idx[f.name]}
         kept = past["zero"] if subnormals else past["normal"]  # what does not round to 0
         return {
-            "zero": self.zero,
+            "zero": zero,
             "underflow": nonzero - kept,
             "subnormal": kept - past["normal"],
             "normal": past["normal"] - past["overflow"],
             "overflow": past["overflow"],
-            "nonfinite": self.nonfinite,
+            "nonfinite": nonfinite,
         }
 
     def fractions(self, fmt: FormatLike, scale: float = 1.0, subnormals: bool = True) -> dict:
