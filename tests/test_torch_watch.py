@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+import scaling_oracle as so  # noqa: E402
 from oracle import ref_round  # noqa: E402
 from torch import nn  # noqa: E402
 
 import fpsim.torch as ft  # noqa: E402
-from fpsim.torch.watch import pow2_current_scale  # noqa: E402
+from fpsim.kernels.histogram import current_scale_exponent  # noqa: E402
 
 FORMATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
@@ -374,14 +375,26 @@ def test_report_outputs_agree():
     assert len(fig.axes[0].get_yticklabels()) == len(rep.scale_window("fp16").tensors)
 
 
-@pytest.mark.parametrize("amax", [0.0, 1e-45, 2.0**-149, 3.5, 448.0, 449.0, 1e30, 3.4028235e38,
-                                  math.inf, math.nan, 7.000001e-3])  # fmt: skip
-def test_pow2_current_scale_is_te_power_of_two_scaling(amax):
+AMAXES = [0.0, 1e-45, 2.0**-149, 3.5, 448.0, 449.0, 1e30, 3.4028235e38, 3.5e38, 1e300,
+          math.inf, math.nan, 7.000001e-3, 2.0**-126 * 1.75, 65504.0, 57344.0 * (1 + 2.0**-23)]
+
+
+@pytest.mark.parametrize("amax", AMAXES)
+def test_current_scale_exponent_is_te_power_of_two_scaling(amax):
+    """The compiled kernel's per-tensor scale, in Python and in numba, against
+    fpsim.scaling.CurrentScaling(power_of_2=True) and the scaling oracle (TE's fp32 steps)."""
+    from numba import njit
+
     from fpsim.scaling import CurrentScaling
 
+    jit = njit(lambda fm, a: current_scale_exponent(fm, a))
     for f in ("fp8_e4m3", "fp8_e5m2", "fp16", "bf16"):
         fm = float(np.float32(FMAX[f]))
-        assert pow2_current_scale(fm, amax) == CurrentScaling(f, power_of_2=True).compute_scale(amax)
+        with np.errstate(over="ignore"):
+            want = CurrentScaling(f, power_of_2=True).compute_scale(amax)
+            assert want == so.ref_current_scale(amax, FMAX[f], power_of_2=True)
+            assert 2.0 ** current_scale_exponent(fm, amax) == want
+        assert 2.0 ** jit(fm, amax) == want
 
 
 def test_misuse_is_refused():

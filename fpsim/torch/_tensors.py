@@ -28,6 +28,7 @@ for _name, _fmt in (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2")):
         FORMAT_OF[getattr(torch, _name)] = _fmt
 
 _INT_OF = {2: torch.int16, 4: torch.int32, 8: torch.int64, 1: torch.uint8}
+_NUMPY_NATIVE = (torch.float16, torch.float32, torch.float64)  # Tensor.numpy() reads these
 #: the formats whose bit patterns the histogram kernels read directly (IEEE style)
 _BITS_FORMATS = ("fp16", "bf16", "fp32", "fp64", "fp8_e5m2")
 
@@ -49,9 +50,12 @@ def bits_of(t: torch.Tensor) -> tuple[Any, str] | None:
     a numpy integer view for a CPU tensor, an integer torch view (with
     ``__cuda_array_interface__``) for a CUDA tensor. None for formats the histogram kernels do
     not read from bits (fp8 E4M3)."""
-    name = format_name(t)
+    name = FORMAT_OF.get(t.dtype) or format_name(t)
     if name not in _BITS_FORMATS:
         return None
+    if t.device.type == "cpu" and t.dtype in _NUMPY_NATIVE and t.is_contiguous():
+        a = t.detach().numpy()  # the tensor's memory (fewest torch calls: this runs per tensor)
+        return a.reshape(-1).view(np.dtype(f"i{a.dtype.itemsize}")), name
     ints = t.detach().contiguous().view(_INT_OF[t.element_size()]).reshape(-1)
     return (ints.numpy() if ints.device.type == "cpu" else ints), name
 

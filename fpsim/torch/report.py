@@ -658,8 +658,9 @@ class Report:
             scale = self.scale_window(fmt).suggested if kind in GRAD_KINDS else None
             scale = None if scale == 1.0 else scale
         fig = plot_layer_histograms(hists, fmt, scale=scale)
+        k = None if scale is None else round(math.log2(scale))
         fig.suptitle(f"{kind} per module against {get_format(fmt).name}'s range"
-                     + ("" if scale is None else f", and times the scale {_scale_text(scale)}"))
+                     + ("" if k is None else f", and times the suggested scale $2^{{{k}}}$"))
         return fig
 
     def plot_windows(self, fmt: str = "fp16", eps: float | None = None) -> Figure:
@@ -693,7 +694,16 @@ class Report:
         ax.set_yticks(range(len(ts)), [t.label for t in ts], fontsize=7.5)
         ax.invert_yaxis()
         ax.set_xlim(lo_v, hi_v)
-        ax.set_xlabel("loss scale k (scale 2^k); dashed: 2^0 = no scaling")
-        ax.set_title(w.verdict if len(w.verdict) < 110 else w.verdict[:107] + "...",
-                     fontsize=9, loc="left")  # fmt: skip
+        ax.set_xlabel("the loss scale's exponent k (scale $2^k$); dashed: $2^0$, no scaling")
+        if w.feasible:
+            head = (f"{w.fmt}: no scaling needed" if w.no_scaling_needed else
+                    f"{w.fmt}: scales {_tex_pow2(w.lo, '0')} .. {_tex_pow2(w.hi, 'inf')}")
+        else:
+            head = f"{w.fmt}: no feasible scale (culprits in red)"
+        ax.set_title(f"{head} (green: every tensor's window; at most {100 * w.eps:g}% of a "
+                     "tensor lost to zero, no overflow)", fontsize=9, loc="left")  # fmt: skip
         return fig
+
+
+def _tex_pow2(k: int | None, none: str) -> str:
+    return none if k is None else f"$2^{{{k}}}$"

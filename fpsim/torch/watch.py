@@ -58,8 +58,9 @@ from torch import nn
 
 from ..core import round_to
 from ..formats import get_format
-from ..scaling import FLT_MAX, get_scheme
-from ..stats import RangeHistogram, scaling_report
+from ..kernels.histogram import current_scale_exponent
+from ..scaling import get_scheme
+from ..stats import ZONES, RangeHistogram, scaling_report
 from ._tensors import FORMAT_OF, bits_of, is_float, values_of
 from .report import KINDS, OverflowEvent, Report, SkipReport, SwampStats, TensorStats
 
@@ -67,8 +68,10 @@ __all__ = ["watch", "Watch", "DEFAULT_FORMATS", "KINDS"]
 
 _BACKWARD_HOOK_WARNING = "Full backward hook is firing when gradients are computed with respect"
 
-#: What a watch compares with unless told otherwise.
-DEFAULT_FORMATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "mxfp4")
+#: What a watch compares with unless told otherwise. Block schemes ("mxfp4", "nvfp4", ...) are
+#: asked for by name: they quantize every tensor element by element, ~20x the cost of a
+#: histogram (see benchmarks/bench_torch_watch.py).
+DEFAULT_FORMATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 
 
 def _split_formats(formats: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -85,26 +88,6 @@ def _split_formats(formats: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
             pass
         elems.append(get_format(f).name)  # raises ValueError naming the known formats
     return tuple(dict.fromkeys(elems)), tuple(dict.fromkeys(schemes))
-
-
-def pow2_current_scale(fmax: float, amax: float) -> float:
-    """TransformerEngine's current scale with power-of-two scales for a tensor whose largest
-    magnitude is ``amax``: ``fl32(fmax / fl32(amax))`` with its fraction bits cleared; 1 when
-    amax is 0, inf or NaN (what :class:`fpsim.scaling.CurrentScaling` with ``power_of_2=True``
-    computes, in plain Python: ``fl32(fl64(q))`` is ``fl32(q)`` for a quotient, as float64
-    has more than 2 × 24 + 2 bits)."""
-    if amax <= FLT_MAX:
-        a = float(np.float32(amax))
-    else:
-        with np.errstate(over="ignore"):
-            a = float(np.float32(amax))  # inf, or FLT_MAX just above it
-    if not math.isfinite(a) or a == 0:
-        return 1.0
-    q = fmax / a
-    q32 = float(np.float32(q)) if q < FLT_MAX else FLT_MAX
-    if math.isinf(q32):
-        q32 = FLT_MAX
-    return math.ldexp(1.0, math.frexp(q32)[1] - 1)
 
 
 def _log2_pow2(s: float) -> int | None:
@@ -131,6 +114,7 @@ class Watch:
         optimizer: torch.optim.Optimizer | None = None,
         eps: float = 1e-3,
         scaler_format: str = "fp16",
+        swamping: Any = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"watch takes a torch.nn.Module, got {type(model).__name__}")
@@ -167,8 +151,12 @@ class Watch:
         self.scaler = scaler
         self.scaler_format = get_format(scaler_format)
         self.optimizer = optimizer
+        if swamping is None:  # the 16-bit formats asked about: where weights are held
+            swamping = tuple(f for f in self.formats if get_format(f).bits == 16)
+        self.swamp_formats = tuple(get_format(f).name for f in ((swamping,) if
+                                   isinstance(swamping, str) else swamping))  # fmt: skip
         self._hist_formats = tuple(dict.fromkeys(self.formats + (self.scaler_format.name,)))
-        self._fmax = {f: float(np.float32(get_format(f).max)) for f in self.formats}
+        self._fmax = {f: float(np.float32(get_format(f).max)) for f in self.formats}  # TE's
         self._modules = self._select(modules)
         self._owner = self._param_owners()
         self.records: dict[tuple[str, str], TensorStats] = {}
@@ -178,6 +166,8 @@ class Watch:
                 if kind in ("activation", "activation_grad") or has_params:
                     self.records[(name, kind)] = TensorStats(name, kind, self._new_hist())
         self._scratch = self._new_hist()
+        self._pt = {key: np.zeros((len(self.formats), len(ZONES)), np.int64)
+                    for key in self.records}  # fmt: skip
         self._handles: list[Any] = []
         self._warning_filter: tuple | None = None
         self.skips: list[SkipReport] = []
@@ -372,7 +362,7 @@ class Watch:
         return hook
 
     def _on_step_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
-        if not self._recording:
+        if not (self._recording and self.swamp_formats):
             return
         for group in opt.param_groups:
             for p in group["params"]:
@@ -433,36 +423,29 @@ class Watch:
         part = self._sampled(t, key)
         bits = bits_of(part)
         k = None if scale is None else _log2_pow2(scale)
-        if bits is None or (scale is not None and k is None):
-            # fp8 E4M3 tensors, or a loss scale that is not a power of two: through the values
-            # (divided by the scale: one rounding per value in that rare case)
+        pt = self._pt[key]  # per-tensor-scaled zones, one row per format
+        if bits is not None and (scale is None or k is not None):
+            # one pass over the bits: the record gets the values with the loss scale divided
+            # out (exactly, a power of two), pt this tensor's zones after its own scale
+            amax = rec.hist.add_bits(*bits, 1.0 if k is None else 2.0**-k,
+                                     tensor_formats=self.formats, tensor_zones=pt)  # fmt: skip
+        else:  # fp8 E4M3 tensors, or a loss scale that is not a power of two: by the values
             v = values_of(part).astype(np.float64)
             h = self._scratch
             h.reset()
             h.add(v)
-            counts = None
             fin = np.abs(v[np.isfinite(v)])
             amax = float(fin.max()) if fin.size else 0.0
-        else:
-            counts = rec.hist.count_bits(*bits)
-            amax = counts.amax
+            for j, f in enumerate(self.formats):
+                k_f = current_scale_exponent(self._fmax[f], amax)
+                pt[j] += list(h.zones(f, 2.0**k_f).values())
+            if scale is None:
+                rec.hist.merge(h)
+            else:  # divided by a scale that is not a power of two: one rounding per value
+                rec.hist.add(v / scale)
         if part is not t:  # sampled: the largest magnitude over every element
             a = t.abs()
             amax = float(torch.where(torch.isfinite(a), a, torch.zeros_like(a)).amax())
-        for f in self.formats:
-            # each tensor's own power-of-two current scale from its largest finite magnitude:
-            # it lands in f's top binade (inf/NaN values are left aside, not scaled by 1)
-            s = pow2_current_scale(self._fmax[f], amax)
-            z = rec.hist.zones_of(counts, f, s) if counts is not None else h.zones(f, s)
-            acc = rec.per_tensor.setdefault(f, dict.fromkeys(z, 0))
-            for zone, n in z.items():
-                acc[zone] += n
-        if counts is not None:
-            rec.hist.add_counts(counts, 1.0 if k is None else 2.0**-k)  # exact: a power of two
-        elif scale is None:
-            rec.hist.merge(h)
-        else:
-            rec.hist.add(v / scale)
         rec.counted += part.numel()
         rec.amax = max(rec.amax, amax if scale is None else amax / scale)
         if self.schemes:
@@ -479,7 +462,7 @@ class Watch:
         x = values_of(rows).astype(np.float64)
         if scale is not None:
             x = x / scale  # exact for a power-of-two scale
-        for row in scaling_report(x, list(self.schemes), axis=-1):
+        for row in scaling_report(x, list(self.schemes), axis=-1, errors=False):
             name = get_scheme(row.label).name
             acc = rec.blocks.setdefault(name, {c: 0 for c in
                                                ("values", "nonzero", "zero", "subnormal",
@@ -531,14 +514,13 @@ class Watch:
         st.lost_own += int((gnz & (d == 0)).sum())
         upd = d != 0
         st.updates += int(upd.sum())
-        for fname in self.formats:
+        for fname in self.swamp_formats:
             f = get_format(fname)
-            if f.bits >= pf.bits or not upd.any():
-                st.vanished.setdefault(fname, 0)
-                st.vanished_sr.setdefault(fname, 0.0)
-                if f.bits >= pf.bits:
-                    st.vanished.pop(fname)
-                    st.vanished_sr.pop(fname)
+            if f.bits >= pf.bits:
+                continue  # held in a format at least as wide: nothing to learn
+            st.vanished.setdefault(fname, 0)
+            st.vanished_sr.setdefault(fname, 0.0)
+            if not upd.any():
                 continue
             wf = np.asarray(round_to(w0[upd], f), np.float64)  # the weight held in f
             v = wf + d[upd]  # exact enough: see the report's SwampStats
@@ -559,6 +541,9 @@ class Watch:
         """What was recorded so far, as a :class:`~fpsim.torch.Report`."""
         self._finish_step_if_updated()
         recs = {k: r for k, r in self.records.items() if r.tensors}
+        for key, rec in recs.items():
+            rows = zip(self.formats, self._pt[key], strict=True)
+            rec.per_tensor = {f: dict(zip(ZONES, row.tolist(), strict=True)) for f, row in rows}
         info = {"steps_seen": self.steps_seen, "steps_recorded": self.steps_recorded,
                 "every": self.every, "sample": self.sample, "seed": self.seed,
                 "scaler": self.scaler is not None, "scaler_steps": self.scaler_steps,
@@ -603,6 +588,7 @@ def watch(model: nn.Module, formats: Any = DEFAULT_FORMATS, **options: Any) -> W
     (sampling), ``scaler`` (a ``torch.amp.GradScaler``: unscaled gradients, skip forensics),
     ``optimizer`` (optimizer state and update swamping), ``eps`` (the underflow share the
     loss-scale windows allow, default 0.1%), ``scaler_format`` (the format the scaler guards,
-    default fp16).
+    default fp16), ``swamping`` (the formats whose update swamping is counted; default the
+    16-bit ones among ``formats``; ``()`` for none).
     """
     return Watch(model, formats, **options).start()
