@@ -122,3 +122,25 @@ def test_boundary_values_and_refusals():
     other = RangeHistogram(("bf16",))
     with pytest.raises(ValueError, match="other formats"):
         other.add_counts(h.count_bits(edges.view(np.int32), "fp32"))
+
+
+@pytest.mark.parametrize("n", [9000, 40000])  # below and above the four-table threshold
+def test_many_values_off_the_fast_path(n):
+    """Subnormals, zeros, inf/NaN and values in a bucket holding two thresholds, in numbers
+    beyond the kernel's buffer for them (4096): the same counts as the general path."""
+    rng = np.random.default_rng(n)
+    kinds = rng.integers(0, 5, n)
+    mag = np.where(kinds == 0, rng.integers(1, 2**23, n),  # subnormal
+          np.where(kinds == 1, 0,  # zero
+          np.where(kinds == 2, 0x7F800000 + rng.integers(0, 2**23, n),  # inf / NaN
+          np.where(kinds == 3, (rng.integers(1, 254, n) << 23) | 0x7FF000 | rng.integers(0, 2**12, n),
+                   (rng.integers(1, 254, n) << 23) | rng.integers(0, 2**23, n)))))  # fmt: skip
+    bits = (mag | (rng.integers(0, 2, n) << 31)).astype(np.uint32)
+    vals = bits.view(np.float32)
+    h = RangeHistogram(FORMATS)
+    h.add_bits(bits, "fp32")
+    assert same(h, general(vals))
+    z = np.zeros((len(FORMATS), 6), np.int64)
+    h2 = RangeHistogram(FORMATS)
+    h2.add_bits(bits, "fp32", tensor_formats=FORMATS, tensor_zones=z)
+    assert same(h2, general(vals))

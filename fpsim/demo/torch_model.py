@@ -31,7 +31,6 @@ from ._common import (
     add_training_args,
     counted,
     parse_args,
-    pct,
     power_of_two_scale,
     quiet_numba,
     save_figure,
@@ -83,7 +82,10 @@ def train(steps: int, seed: int, lr: float, batch: int, watch_opts: dict, fp16: 
 
 
 def fits_note(rep) -> str:
-    """What each format does to the run's tensors, from the report's numbers."""
+    """What each format does to the run's tensors, from the report's numbers (printed as its
+    tables print them)."""
+    from fpsim.torch.report import percent
+
     kinds = rep.by_kind()
     ag = kinds["activation_grad"]
     act = kinds["activation"]
@@ -91,41 +93,61 @@ def fits_note(rep) -> str:
     e4 = ag.fractions("fp8_e4m3")
     e4t = ag.fractions("fp8_e4m3", "per_tensor")
     b = ag.block_fractions("mxfp4")
-    text = (f"As stored, fp16 would lose {pct(f16['underflow'])} of the non-zero activation "
-            f"gradients to zero and bf16 {pct(ag.fractions('bf16')['underflow'])}; fp8 E4M3 "
-            f"would lose {pct(e4['underflow'])} of them, but with one power-of-two scale per "
-            f"tensor only {pct(e4t['underflow'])} (with {pct(e4t['overflow'])} overflowing, "
-            f"the rounding up of values near the top binade). MXFP4, one scale per 32 values, "
-            f"flushes {pct(b['zero'])} of the activation gradients and saturates "
-            f"{pct(b['saturated'])}; of the activations it flushes "
-            f"{pct(act.block_fractions('mxfp4')['zero'])}.")  # fmt: skip
+    p = percent
+    text = (f"As stored, fp16 would lose {p(f16['underflow'])} of the non-zero activation "
+            f"gradients to zero and bf16 {p(ag.fractions('bf16')['underflow'])}; fp8 E4M3 "
+            f"would lose {p(e4['underflow'])} of them, but with one power-of-two scale per "
+            f"tensor only {p(e4t['underflow'])}. MXFP4, one scale per 32 values, "
+            f"flushes {p(b['zero'])} of the activation gradients and saturates "
+            f"{p(b['saturated'])}; of the activations it flushes "
+            f"{p(act.block_fractions('mxfp4')['zero'])}.")  # fmt: skip
     return text
+
+
+def _inside(w, k: int) -> bool:
+    return w.feasible and (w.lo is None or w.lo <= k) and (w.hi is None or k <= w.hi)
 
 
 def window_note(rep, scaler) -> str:
     w16 = rep.scale_window("fp16")
     wbf = rep.scale_window("bf16")
+    eps = f"{100 * rep.eps:g}%"
     parts = []
-    if w16.feasible and not w16.no_scaling_needed and w16.lo is not None and w16.hi is not None:
-        parts.append(f"In fp16 the gradients of the fp32 run need a loss scale between "
-                     f"2^{w16.lo} and 2^{w16.hi} (at most {100 * rep.eps:g}% of any tensor lost "
-                     f"to zero, nothing overflowing).")  # fmt: skip
-    elif w16.no_scaling_needed:
+    ref = None  # the fp16 window the scaler's scale is compared with
+    if w16.no_scaling_needed:
         parts.append("In fp16 the gradients of the fp32 run need no loss scale at all.")
+        ref = w16
+    elif w16.feasible and w16.lo is not None and w16.hi is not None:
+        parts.append(f"In fp16 the gradients of the fp32 run need a loss scale between "
+                     f"2^{w16.lo} and 2^{w16.hi} (at most {eps} of any tensor lost to zero, "
+                     f"nothing overflowing).")  # fmt: skip
+        ref = w16
     else:
-        parts.append("No single fp16 loss scale serves every gradient tensor of the fp32 run.")
+        w1 = rep.scale_window("fp16", eps=0.01)
+        culprit = w16.culprits[0].label if w16.culprits else "?"
+        text = (f"No single fp16 loss scale keeps every gradient tensor of the fp32 run within "
+                f"{eps} of underflow without an overflow somewhere ({culprit} among the "
+                f"culprits)")  # fmt: skip
+        if w1.feasible and w1.lo is not None and w1.hi is not None:
+            text += f"; allowing 1% per tensor, the scales 2^{w1.lo} .. 2^{w1.hi} would do."
+            ref = w1
+        else:
+            text += "; not even when 1% per tensor may be lost."
+        parts.append(text)
     if wbf.no_scaling_needed:
         parts.append("bf16, with fp32's exponent range, needs none: scale 1 lies inside its "
                      "window.")  # fmt: skip
     if scaler is not None:
-        final = scaler.get_scale()
-        k = _k(final)
-        inside = w16.feasible and (w16.lo is None or w16.lo <= k) and (w16.hi is None or
-                                                                        k <= w16.hi)  # fmt: skip
-        where = "inside that window." if inside else (
-            "outside that window (the fp16 run's own gradients differ from the fp32 run's, and "
-            "the scaler only backs off after an overflow and grows every growth interval).")
-        parts.append(f"The GradScaler of the fp16 run ended at 2^{k}, {where}")
+        k = _k(scaler.get_scale())
+        text = f"The GradScaler of the fp16 run ended at 2^{k}"
+        if ref is None:
+            parts.append(text + ".")
+        elif _inside(ref, k):
+            parts.append(text + f", inside the {100 * ref.eps:g}% window.")
+        else:
+            parts.append(text + f", outside the {100 * ref.eps:g}% window (the fp16 run's own "
+                         "gradients differ from the fp32 run's, and the scaler only backs off "
+                         "after an overflow and grows every growth interval).")  # fmt: skip
     return " ".join(parts)
 
 
@@ -193,7 +215,10 @@ def main(argv: list[str]) -> int:
 
     if not args.no_plots:
         out = Path(args.out)
-        paths = [save_figure(rep.plot_layers("activation_grad", "fp16"), out, FIGURES[0]),
+        # before and after the suggested scale (of the 1% window when the 0.1% one is empty)
+        scale = rep.scale_window("fp16").suggested or rep.scale_window("fp16", 0.01).suggested
+        paths = [save_figure(rep.plot_layers("activation_grad", "fp16", scale=scale), out,
+                             FIGURES[0]),
                  save_figure(rep.plot_windows("fp16"), out, FIGURES[1])]  # fmt: skip
         print(f"\nwrote {', '.join(str(p) for p in paths)}")
     return 0

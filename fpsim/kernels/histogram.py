@@ -118,8 +118,12 @@ def histogram_bits(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift
             mag = np.int64(bits[i]) & magmask
             entry = prefix[mag >> prefix_shift]
             if entry < 0:
-                rare[n_rare] = i
-                n_rare += 1
+                if mag == 0:
+                    table[nslots - 2] += 1
+                else:
+                    if n_rare < rare.size:
+                        rare[n_rare] = i
+                    n_rare += 1
                 continue
             table[_unpack(entry, mag & lowmask)] += 1
             top = max(top, mag)
@@ -131,9 +135,12 @@ def histogram_bits(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift
                 mag = np.int64(bits[i0 + u]) & magmask
                 entry = prefix[mag >> prefix_shift]
                 if entry < 0:
-                    if n_rare < rare.size:
-                        rare[n_rare] = i0 + u
-                    n_rare += 1
+                    if mag == 0:
+                        sub[u * nslots + nslots - 2] += 1
+                    else:
+                        if n_rare < rare.size:
+                            rare[n_rare] = i0 + u
+                        n_rare += 1
                     continue
                 sub[u * nslots + _unpack(entry, mag & lowmask)] += 1
                 top = max(top, mag)
@@ -148,7 +155,8 @@ def histogram_bits(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift
     for j in range(n if scan_all else n_rare + n_rest):
         if scan_all:
             i = j
-            if i < n_blocked and prefix[(np.int64(bits[i]) & magmask) >> prefix_shift] >= 0:
+            m = np.int64(bits[i]) & magmask
+            if i < n_blocked and (m == 0 or prefix[m >> prefix_shift] >= 0):
                 continue  # placed by the first loop
         else:
             i = rare[j] if j < n_rare else n_blocked + j - n_rare

@@ -401,7 +401,8 @@ class SwampStats:
 
 
 # ---- the report --------------------------------------------------------------------------------
-def _pct(x: float) -> str:
+def percent(x: float) -> str:
+    """A share as the tables print it: "0", "<0.01%" or "12.34%"."""
     if x == 0:
         return "0"
     if x < 0.0001:
@@ -524,7 +525,7 @@ class Report:
                 if scaling == "per_tensor" and f not in r.per_tensor:
                     return "-"
                 fr = r.fractions(f, scaling)
-                return f"{_pct(fr['underflow'])} / {_pct(fr['overflow'])}"
+                return f"{percent(fr['underflow'])} / {percent(fr['overflow'])}"
             return cell
 
         fm = list(self.formats)
@@ -539,7 +540,7 @@ class Report:
                 if s not in r.blocks:
                     return "-"
                 b = r.block_fractions(s)
-                return f"{_pct(b['zero'])} / {_pct(b['saturated'])}"
+                return f"{percent(b['zero'])} / {percent(b['saturated'])}"
 
             table("Per-block (blocks along the last dimension): flushed to zero / saturated",
                   list(self.schemes), bcell)  # fmt: skip
@@ -568,7 +569,18 @@ class Report:
         lines += [("- " if md else "  ") + str(s) for s in self.skips]
         return "\n".join(lines)
 
-    def _swamping_text(self, md: bool) -> str:
+    def swamping_total(self) -> SwampStats:
+        """Every parameter's :class:`SwampStats` added up (param ``"(all)"``)."""
+        tot = SwampStats("(all)", ",".join(sorted({s.dtype for s in self.swamping.values()})))
+        for s in self.swamping.values():
+            for name in ("steps", "elements", "grad_nonzero", "lost_own", "updates"):
+                setattr(tot, name, getattr(tot, name) + getattr(s, name))
+            for f, n in s.vanished.items():
+                tot.vanished[f] = tot.vanished.get(f, 0) + n
+                tot.vanished_sr[f] = tot.vanished_sr.get(f, 0.0) + s.vanished_sr[f]
+        return tot
+
+    def _swamping_text(self, md: bool, by: str) -> str:
         if not self.swamping:
             return ""
         fmts = sorted({f for s in self.swamping.values() for f in s.vanished})
@@ -576,16 +588,22 @@ class Report:
                  "== w, if the weights were held in the format; nearest / stochastic rounding "
                  "(expected); 'own': updates with a non-zero gradient lost in the parameters' "
                  "own dtype)"]  # fmt: skip
-        w = max(len(p) for p in self.swamping) + 2
+        rows = list(self.swamping.values())
+        if by == "kind" and fmts:  # the total and the three parameters that lose the most
+            worst = sorted(rows, key=lambda s: -s.fractions()[fmts[0]])[:3]
+            rows = [self.swamping_total()] + worst
+            lines[0] += f"; all parameters, then the three that lose the most in {fmts[0]}"
+        w = max(len(s.param) for s in rows) + 2
         head = ["parameter".ljust(w), "updates".rjust(12), "own".rjust(8)] + [
             f"{f} near / SR".rjust(22) for f in fmts]
         lines.append(("| " + " | ".join(h.strip() for h in head) + " |") if md else "".join(head))
         if md:
             lines.append("|---|---:|---:|" + "---:|" * len(fmts))
-        for p, s in self.swamping.items():
-            fr = s.fractions()
-            cells = [p.ljust(w), f"{s.updates:,}".rjust(12), _pct(fr["own"]).rjust(8)] + [
-                f"{_pct(fr[f])} / {_pct(fr[f + ':stochastic'])}".rjust(22) for f in fmts]
+        for st in rows:
+            fr = st.fractions()
+            cells = [st.param.ljust(w), f"{st.updates:,}".rjust(12), percent(fr["own"]).rjust(8)]
+            cells += [f"{percent(fr[f])} / {percent(fr[f + ':stochastic'])}".rjust(22)
+                      for f in fmts]  # fmt: skip
             lines.append(("| " + " | ".join(c.strip() for c in cells) + " |") if md
                          else "".join(cells))  # fmt: skip
         return "\n".join(lines)
@@ -610,7 +628,7 @@ class Report:
         (``by="tensor"``), then the loss-scale windows, skipped steps and update swamping."""
         parts = [f"fpsim.torch report: {self._header()}", *self._tables(False, by),
                  self._nonfinite_text(), self._windows_text(False), self._skips_text(False),
-                 self._swamping_text(False), self._sampling_text()]  # fmt: skip
+                 self._swamping_text(False, by), self._sampling_text()]  # fmt: skip
         return "\n\n".join(p for p in parts if p)
 
     def to_markdown(self, by: str = "kind") -> str:
@@ -621,7 +639,7 @@ class Report:
             tables.append(f"**{title}**\n\n{rest}")
         parts = [f"### fpsim.torch report\n\n{self._header()}", *tables,
                  self._nonfinite_text(), self._windows_text(True), self._skips_text(True),
-                 self._swamping_text(True), self._sampling_text()]  # fmt: skip
+                 self._swamping_text(True, by), self._sampling_text()]  # fmt: skip
         return "\n\n".join(p for p in parts if p) + "\n"
 
     def to_dict(self) -> dict:
@@ -660,32 +678,43 @@ class Report:
         fig = plot_layer_histograms(hists, fmt, scale=scale)
         k = None if scale is None else round(math.log2(scale))
         fig.suptitle(f"{kind} per module against {get_format(fmt).name}'s range"
-                     + ("" if k is None else f", and times the suggested scale $2^{{{k}}}$"))
+                     + ("" if k is None else f", and times the scale $2^{{{k}}}$"))
         return fig
 
     def plot_windows(self, fmt: str = "fp16", eps: float | None = None) -> Figure:
-        """Each gradient tensor's own loss-scale window as a bar on a log2 axis, with the
-        intersection shaded (or "no feasible scale", the culprits in the underflow colour)."""
+        """Each gradient tensor's own loss-scale window (the scales 2^k under which it does not
+        overflow and loses at most ``eps`` to zero) as a bar on the axis of k, and where they
+        all meet shaded; when they do not meet ("no feasible scale") the culprits are drawn in
+        the underflow colour, and a tensor without any window of its own as a hatched gap
+        between its upper and lower limits.
+
+        Figure: 9 × (0.32 × tensors + 2.2) inches at :data:`fpsim.plot.DPI`.
+        """
+        from matplotlib.patches import Patch
+
         from ..plot.common import PALETTE, _new_figure
 
         w = self.scale_window(fmt, eps)
         ts = list(w.tensors)
         if not ts:
             raise ValueError("no gradients recorded")
-        fig = _new_figure((9, 0.32 * len(ts) + 1.8))
+        fig = _new_figure((9, 0.32 * len(ts) + 2.2))
         ax = fig.subplots()
         finite = [k for t in ts for k in (t.lo, t.hi) if k is not None]
         lo_v = min(finite, default=-10) - 4
         hi_v = max(finite, default=10) + 4
         culprits = {(t.module, t.kind) for t in w.culprits}
+        gap = False
         for i, t in enumerate(ts):
             a = lo_v if t.lo is None else t.lo
             b = hi_v if t.hi is None else t.hi
             colour = PALETTE["underflow"] if (t.module, t.kind) in culprits else PALETTE["data"]
             if b >= a:
                 ax.barh(i, b - a + 1, left=a - 0.5, height=0.6, color=colour, alpha=0.8)
-            else:
-                ax.plot([b + 0.5, a - 0.5], [i, i], color=colour, lw=3, ls=":")
+            else:  # overflows above 2^b, loses too much below 2^a: no scale of its own
+                gap = True
+                ax.barh(i, a - b - 1, left=b + 0.5, height=0.6, facecolor="none",
+                        edgecolor=colour, hatch="////", lw=1.0)  # fmt: skip
         if w.feasible:
             a = lo_v if w.lo is None else w.lo
             b = hi_v if w.hi is None else w.hi
@@ -697,11 +726,24 @@ class Report:
         ax.set_xlabel("the loss scale's exponent k (scale $2^k$); dashed: $2^0$, no scaling")
         if w.feasible:
             head = (f"{w.fmt}: no scaling needed" if w.no_scaling_needed else
-                    f"{w.fmt}: scales {_tex_pow2(w.lo, '0')} .. {_tex_pow2(w.hi, 'inf')}")
+                    f"{w.fmt}: loss scales {_tex_pow2(w.lo, '0')} .. {_tex_pow2(w.hi, 'inf')}")
         else:
-            head = f"{w.fmt}: no feasible scale (culprits in red)"
-        ax.set_title(f"{head} (green: every tensor's window; at most {100 * w.eps:g}% of a "
-                     "tensor lost to zero, no overflow)", fontsize=9, loc="left")  # fmt: skip
+            head = f"{w.fmt}: no feasible loss scale"
+        ax.set_title(f"{head}\neach gradient tensor's scales: no overflow, at most "
+                     f"{100 * w.eps:g}% of its non-zero values lost to zero", fontsize=9.5,
+                     loc="left")  # fmt: skip
+        handles = [Patch(color=PALETTE["data"], alpha=0.8, label="a tensor's scales")]
+        if culprits:
+            handles.append(Patch(color=PALETTE["underflow"], alpha=0.8,
+                                 label="culprits: windows that exclude each other"))  # fmt: skip
+        if gap:
+            handles.append(Patch(facecolor="none", edgecolor=PALETTE["underflow"], hatch="////",
+                                 label="no scale of its own (between its limits)"))  # fmt: skip
+        if w.feasible:
+            handles.append(Patch(color=PALETTE["normal"], alpha=0.15,
+                                 label="every tensor's scales"))  # fmt: skip
+        fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8,
+                   frameon=False)  # fmt: skip
         return fig
 
 
