@@ -813,8 +813,9 @@ class GradientRecorder:
             msg = f"GradientRecorder records fpsim models (fpsim.nn.Module), got {kind}"
             if any(c.__module__.split(".")[0] == "torch" for c in type(model).__mro__):
                 msg += (
-                    ", a PyTorch model. PyTorch models will be supported by the PyTorch bridge "
-                    "fpsim.torch (planned); for now, build the model with fpsim.nn"
+                    ", a PyTorch model: watch it with fpsim.torch.watch(model) (range "
+                    "histograms of its activations and gradients, loss-scale windows), or build "
+                    "the model with fpsim.nn"
                 )
             raise TypeError(msg)
         if every < 1:

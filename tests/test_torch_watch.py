@@ -435,3 +435,31 @@ def test_without_torch_fpsim_imports_and_fpsim_torch_says_what_to_install():
     out = subprocess.run([sys.executable, "-c", "import fpsim, sys; print('torch' in sys.modules)"],
                          capture_output=True, text=True, check=True)  # fmt: skip
     assert out.stdout.strip() == "False"
+
+
+def test_the_readme_recipe_runs_and_is_ten_lines():
+    """The README's "run my own training loop under watch" block, run as written (on "cpu")."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    i = text.index("## Your own PyTorch model")
+    block = text[text.index("```python\n", i) + 10 : text.index("```", text.index("```python\n", i) + 10)]
+    lines = [ln for ln in block.splitlines() if ln.strip()]
+    assert len(lines) == 10 and "fpsim.torch.watch(model" in block
+    model = Net()
+    g = torch.Generator().manual_seed(0)
+    loader = [(torch.randint(0, 20, (4, 5), generator=g), torch.randint(0, 20, (4, 5), generator=g))
+              for _ in range(3)]  # fmt: skip
+
+    def loss_fn(out, y):
+        return nn.functional.cross_entropy(out.float().reshape(-1, 20), y.reshape(-1))
+
+    env = {"model": model, "loader": loader, "loss_fn": loss_fn,
+           "opt": torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)}  # fmt: skip
+    printed = []
+    env["print"] = printed.append
+    exec(block.replace('"cuda"', '"cpu"'), env)  # noqa: S102
+    rep = printed[0]
+    assert isinstance(rep, ft.Report) and rep.info["steps_seen"] == 3 and rep.info["scaler"]
+    assert {k for _, k in rep.records} == {"activation", "activation_grad", "weight",
+                                           "weight_grad", "optimizer_state"}  # fmt: skip
