@@ -11,7 +11,8 @@ Rows:
   counted in fp16 and bf16 at every step;
 * ``+ mxfp4 (every=1 / 10)``: with the block scheme MXFP4 too, which quantizes every tensor
   element by element, at every step and at every 10th;
-* ``sample=4096``: the element formats, counting a seeded sample of 4096 elements per tensor.
+* ``sample=4096``: the first watch, counting a seeded sample of 4096 elements per tensor (for
+  tensors this small, drawing the sample costs more than counting them all).
 
 The rows take turns in blocks of ``--block`` steps for ``--rounds`` rounds (a busy machine slows
 them alike); each watch is started and stopped around its block. One thread for torch, numpy
@@ -26,17 +27,12 @@ per step and its ratio to the unwatched step.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("KMP_BLOCKTIME", "0")
-_THREADS = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv[:-1] else "1"
-if _THREADS != "0":
-    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-        os.environ[_var] = _THREADS
+# bench_train pins the thread pools (--threads, OpenMP spinning) when imported: before torch
+from bench_train import _THREADS  # noqa: E402  (run from benchmarks/, as make bench does)
 
 ELEMENT = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 KINDS = ("activation", "activation_grad", "weight", "weight_grad")
@@ -78,7 +74,7 @@ def main() -> int:
         "+ optimizer (state, swamping)": dict(formats=ELEMENT, optimizer=opt),
         "+ mxfp4, every=1": dict(formats=ELEMENT + ("mxfp4",), optimizer=opt),
         "+ mxfp4, every=10": dict(formats=ELEMENT + ("mxfp4",), optimizer=opt, every=10),
-        "watch(...), sample=4096": dict(formats=ELEMENT, kinds=KINDS, sample=4096),
+        "the same, sample=4096": dict(formats=ELEMENT, kinds=KINDS, sample=4096),
     }
     times: dict[str, list[float]] = {name: [] for name in rows}
     for opts in rows.values():  # warm up: numba compiles (or loads its cache)

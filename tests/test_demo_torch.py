@@ -16,7 +16,7 @@ import pytest
 matplotlib.use("Agg")
 
 torch = pytest.importorskip("torch")
-from test_demo_figures import SUPERSCRIPTS, off_view_tick_labels, texts  # noqa: E402
+from test_demo_figures import SUPERSCRIPTS, assert_texts_inside, texts  # noqa: E402
 
 from fpsim.demo import _common  # noqa: E402
 from fpsim.demo import torch_model as demo  # noqa: E402
@@ -104,16 +104,8 @@ def test_figures(run):
     assert set(figs) == set(demo.FIGURES)
     for name, fig in figs.items():
         assert (out_dir / name).stat().st_size < 400_000
-        fig.canvas.draw()
-        r = fig.canvas.get_renderer()
-        w, h = fig.bbox.width, fig.bbox.height
-        hidden = off_view_tick_labels(fig)
+        assert_texts_inside(name, fig)
         for t in texts(fig):
-            if id(t) in hidden:
-                continue
-            b = t.get_window_extent(r)
-            assert b.x0 >= -1 and b.x1 <= w + 1 and b.y0 >= -1 and b.y1 <= h + 1, (
-                name, t.get_text())  # fmt: skip
             plain = re.sub(r"\$[^$]*\$", "", t.get_text())
             assert "2^" not in plain and not set(plain) & set(SUPERSCRIPTS), (name, t.get_text())
 

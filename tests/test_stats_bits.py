@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracle import zones_by_cast
 
 from fpsim.stats import RangeHistogram
 
@@ -75,25 +76,6 @@ def test_add_counts_with_a_scale_and_zones_of(layout, data, k):
         assert h.zones_of(c, f, 2.0**k) == ref.zones(f, 2.0**k)
 
 
-def classify(x32: np.ndarray, fmt: str) -> dict:
-    """Zones of float32 values by an ml_dtypes / numpy cast (correct for float32 input)."""
-    dt = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
-          "fp8_e5m2": ml_dtypes.float8_e5m2}[fmt]  # fmt: skip
-    tiny = float(ml_dtypes.finfo(dt).smallest_normal)
-    with np.errstate(all="ignore"):
-        r = x32.astype(dt).astype(np.float64)
-    fin = np.isfinite(x32)
-    nz = fin & (x32 != 0)
-    return {
-        "zero": int(np.count_nonzero(fin & (x32 == 0))),
-        "underflow": int(np.count_nonzero(nz & (r == 0))),
-        "subnormal": int(np.count_nonzero(nz & (r != 0) & (np.abs(r) < tiny))),
-        "normal": int(np.count_nonzero(nz & np.isfinite(r) & (np.abs(r) >= tiny))),
-        "overflow": int(np.count_nonzero(nz & ~np.isfinite(r))),
-        "nonfinite": int(np.count_nonzero(~fin)),
-    }
-
-
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=400))
 def test_zones_from_bits_equal_ml_dtypes_casts(ints):
@@ -101,7 +83,7 @@ def test_zones_from_bits_equal_ml_dtypes_casts(ints):
     h = RangeHistogram(FORMATS)
     h.add_bits(bits, "fp32")
     for f in ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2"):
-        assert h.zones(f) == classify(vals, f)
+        assert h.zones(f) == zones_by_cast(vals, f)
 
 
 def test_boundary_values_and_refusals():
@@ -111,7 +93,7 @@ def test_boundary_values_and_refusals():
                      np.float32)  # fmt: skip
     h = RangeHistogram(("fp16",))
     assert h.add_bits(edges.view(np.int32), "fp32") == 65520.0
-    assert h.zones("fp16") == classify(edges, "fp16")
+    assert h.zones("fp16") == zones_by_cast(edges, "fp16")
     with pytest.raises(ValueError, match="IEEE-style"):
         h.add_bits(np.zeros(3, np.uint8), "fp8_e4m3")
     with pytest.raises(TypeError, match="integers"):

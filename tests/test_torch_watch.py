@@ -19,7 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import scaling_oracle as so  # noqa: E402
-from oracle import ref_round  # noqa: E402
+from oracle import ref_round, zones_by_cast  # noqa: E402
 from torch import nn  # noqa: E402
 
 import fpsim.torch as ft  # noqa: E402
@@ -29,24 +29,6 @@ FORMATS = ("fp16", "bf16", "fp8_e4m3", "fp8_e5m2")
 DTYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
           "fp8_e5m2": ml_dtypes.float8_e5m2}  # fmt: skip
 FMAX = {f: float(ml_dtypes.finfo(d).max) for f, d in DTYPES.items()}
-
-
-def classify(x32: np.ndarray, fmt: str) -> dict:
-    """Zones of float32 values by a numpy / ml_dtypes cast to the format."""
-    dt = DTYPES[fmt]
-    tiny = float(ml_dtypes.finfo(dt).smallest_normal)
-    with np.errstate(all="ignore"):
-        r = x32.astype(dt).astype(np.float64)
-    fin = np.isfinite(x32)
-    nz = fin & (x32 != 0)
-    return {
-        "zero": int(np.count_nonzero(fin & (x32 == 0))),
-        "underflow": int(np.count_nonzero(nz & (r == 0))),
-        "subnormal": int(np.count_nonzero(nz & (r != 0) & (np.abs(r) < tiny))),
-        "normal": int(np.count_nonzero(nz & np.isfinite(r) & (np.abs(r) >= tiny))),
-        "overflow": int(np.count_nonzero(nz & ~np.isfinite(r))),
-        "nonfinite": int(np.count_nonzero(~fin)),
-    }
 
 
 def f32(t) -> np.ndarray:
@@ -153,9 +135,9 @@ def test_recorded_zones_equal_an_independent_count(autocast, use_scaler):
         fin = np.abs(x[np.isfinite(x)])
         assert rec.amax == (float(fin.max()) if fin.size else 0.0), key
         for f in FORMATS:
-            assert rec.zones(f) == classify(x, f), (key, f)
+            assert rec.zones(f) == zones_by_cast(x, f), (key, f)
             # per tensor: times 2^floor(log2(fl32(max / amax))), computed here in float32
-            want = dict.fromkeys(classify(x[:1], f), 0)
+            want = dict.fromkeys(zones_by_cast(x[:1], f), 0)
             for a in arrays:
                 fa = np.abs(a[np.isfinite(a)])
                 am = np.float32(fa.max()) if fa.size else np.float32(0)
@@ -163,7 +145,7 @@ def test_recorded_zones_equal_an_independent_count(autocast, use_scaler):
                     q = np.float32(FMAX[f]) / am  # fl32(max / amax); TE: inf -> FLT_MAX
                 q = min(q, np.finfo(np.float32).max)
                 s = 1.0 if am == 0 else 2.0 ** math.floor(math.log2(q))
-                for zone, n in classify(a * np.float32(s), f).items():
+                for zone, n in zones_by_cast(a * np.float32(s), f).items():
                     want[zone] += n
             assert rec.zones(f, "per_tensor") == want, (key, f)
     dtypes = {d for r in rep.records.values() for d in r.dtypes}
@@ -202,7 +184,7 @@ def test_sampling_is_seeded_and_within_its_error():
         x = np.concatenate(arrays)
         fin = np.abs(x[np.isfinite(x)])
         assert r1.amax == float(fin.max())  # amax over every element, not the sample
-        full = classify(x, "fp8_e4m3")
+        full = zones_by_cast(x, "fp8_e4m3")
         p = full["underflow"] / n
         est = r1.zones("fp8_e4m3")["underflow"] / r1.counted
         assert abs(est - p) <= 5 * math.sqrt(max(p * (1 - p), 1e-4) / r1.counted) + 1e-12
