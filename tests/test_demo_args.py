@@ -73,6 +73,10 @@ BAD = [
     (["bf16", "--lr", "nan"], ["--lr", "positive finite"]),
     (["autocast", "--dtype", "fp64"], ["--dtype", "narrower than fp32"]),
     (["autocast", "--dtype", "fp17"], ["--dtype", "unknown format"]),
+    (["blocks", "--outliers", "65"], ["--outliers", "from 0 to 64"]),
+    (["blocks", "--outliers", "-1"], ["--outliers", "from 0"]),
+    (["blocks", "--outliers", "two"], ["--outliers", "not a whole number"]),
+    (["blocks", "--seed", "2.5"], ["--seed", "not a whole number"]),
     (["figures", "--bogus"], ["unrecognized arguments: --bogus"]),
 ]
 
