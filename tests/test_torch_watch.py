@@ -445,3 +445,30 @@ def test_the_readme_recipe_runs_and_is_ten_lines():
     assert isinstance(rep, ft.Report) and rep.info["steps_seen"] == 3 and rep.info["scaler"]
     assert {k for _, k in rep.records} == {"activation", "activation_grad", "weight",
                                            "weight_grad", "optimizer_state"}  # fmt: skip
+
+
+def test_backward_hook_kinds_agree_and_inplace_ops_work():
+    """Tensor hooks (the default) and module backward pre-hooks record the same gradients; only
+    tensor hooks work when a module's output is modified in place afterwards."""
+    reps = []
+    for kind in ("tensor", "module"):
+        model = Net()
+        w = ft.watch(model, ["fp16", "fp8_e5m2"], backward_hooks=kind)
+        model(torch.randint(0, 20, (4, 6), generator=torch.Generator().manual_seed(2))).sum().backward()
+        w.stop()
+        reps.append(w.report())
+    for key, rec in reps[0].records.items():
+        assert rec.hist.zones("fp8_e5m2") == reps[1][key].hist.zones("fp8_e5m2"), key
+        assert rec.amax == reps[1][key].amax
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=True), nn.Linear(8, 1))
+    x = torch.randn(16, 4)
+    with ft.watch(m, ["fp16"]) as w:
+        m(x).sum().backward()
+    h = m[0](x).detach().requires_grad_()  # the gradient at layer 0's output, before the ReLU
+    m[2](torch.relu(h)).sum().backward()
+    rec = w.report()["0", "activation_grad"]
+    assert rec.zones("fp16") == zones_by_cast(f32(h.grad), "fp16")
+    assert rec.amax == float(h.grad.abs().max())
+    with pytest.raises(ValueError, match="backward_hooks"):
+        ft.watch(m, backward_hooks="graph")

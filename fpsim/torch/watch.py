@@ -1,7 +1,7 @@
 """``fpsim.torch.watch``: record a real PyTorch model's tensors against low-precision formats.
 
-Hooks go on the model (forward hooks, full backward hooks, parameter post-accumulate-grad
-hooks, optimizer step hooks); every recorded tensor is counted into a
+Hooks go on the model (forward hooks, backward hooks, parameter post-accumulate-grad hooks,
+optimizer step hooks); every recorded tensor is counted into a
 :class:`fpsim.stats.RangeHistogram` straight from its bits -- on the CPU through a zero-copy
 numpy view, on a GPU by fpsim's numba CUDA kernel through ``__cuda_array_interface__`` (only
 the histogram's counters come back) -- so the zone counts are exact against each format's
@@ -11,12 +11,20 @@ Per module and tensor kind:
 
 ==================  ===============================================================================
 ``activation``      the module's output, in the forward pass
-``activation_grad`` the gradient of the loss with respect to that output (full backward hook)
+``activation_grad`` the gradient of the loss with respect to that output (see below)
 ``weight``          the module's own parameters, when the forward pass uses them
 ``weight_grad``     their ``.grad`` once accumulated (post-accumulate-grad hook)
 ``optimizer_state`` the optimizer's per-parameter tensors (``exp_avg``, ``momentum_buffer``, ...)
                     after each step (give ``optimizer=``)
 ==================  ===============================================================================
+
+The activation gradients come, by default (``backward_hooks="tensor"``), from a hook the
+forward hook puts on each output tensor: it fires when the backward pass produces that tensor's
+gradient, also when a later in-place op (``ReLU(inplace=True)``) changed the tensor, and costs
+no extra autograd node. ``backward_hooks="module"`` uses ``register_full_backward_pre_hook``
+instead (the same gradient, at the same moment), which PyTorch refuses when a module's output
+is modified in place ("Output 0 of BackwardHookFunction is a view and is being modified
+inplace").
 
 A *step* is one forward call of the model with gradients enabled (forward calls under
 ``torch.no_grad()`` record nothing). With ``scaler=`` (a ``torch.amp.GradScaler``) the
@@ -115,6 +123,7 @@ class Watch:
         eps: float = 1e-3,
         scaler_format: str = "fp16",
         swamping: Any = None,
+        backward_hooks: str = "tensor",
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"watch takes a torch.nn.Module, got {type(model).__name__}")
@@ -151,6 +160,9 @@ class Watch:
         self.scaler = scaler
         self.scaler_format = get_format(scaler_format)
         self.optimizer = optimizer
+        if backward_hooks not in ("tensor", "module"):
+            raise ValueError(f"backward_hooks must be 'tensor' or 'module', got {backward_hooks!r}")
+        self.backward_hooks = backward_hooks
         if swamping is None:  # the 16-bit formats asked about: where weights are held
             swamping = tuple(f for f in self.formats if get_format(f).bits == 16)
         self.swamp_formats = tuple(get_format(f).name for f in ((swamping,) if
@@ -220,10 +232,12 @@ class Watch:
             raise RuntimeError("this watch is already started")
         h = self._handles
         h.append(self.model.register_forward_pre_hook(self._on_model_forward))
+        grads = "activation_grad" in self.kinds or self.scaler is not None
         for name, m in self._modules:
-            if "activation" in self.kinds or "weight" in self.kinds:
-                h.append(m.register_forward_hook(self._forward_hook(name, m)))
-            if "activation_grad" in self.kinds or self.scaler is not None:
+            tensor_hooks = grads and self.backward_hooks == "tensor"
+            if "activation" in self.kinds or "weight" in self.kinds or tensor_hooks:
+                h.append(m.register_forward_hook(self._forward_hook(name, m, tensor_hooks)))
+            if grads and self.backward_hooks == "module":
                 # the pre-hook sees the output's gradient when it arrives, before the module's
                 # own backward: in the order the backward pass produces gradients
                 h.append(m.register_full_backward_pre_hook(self._backward_hook(name)))
@@ -235,11 +249,13 @@ class Watch:
         if self.optimizer is not None:
             h.append(self.optimizer.register_step_pre_hook(self._on_step_pre))
             h.append(self.optimizer.register_step_post_hook(self._on_step_post))
-        # An Embedding's backward pre-hook fires on its output gradient (its input is an index
-        # tensor, with no gradient) and torch warns about that each time: that gradient is the
-        # one wanted. The filter is this watch's own, and goes with stop().
-        warnings.filterwarnings("ignore", message=_BACKWARD_HOOK_WARNING, category=UserWarning)
-        self._warning_filter = warnings.filters[0]
+        if grads and self.backward_hooks == "module":
+            # An Embedding's backward pre-hook fires on its output gradient (its input is an
+            # index tensor, with no gradient) and torch warns about that each time: that
+            # gradient is the one wanted. The filter is this watch's own, and goes with stop().
+            warnings.filterwarnings("ignore", message=_BACKWARD_HOOK_WARNING,
+                                    category=UserWarning)  # fmt: skip
+            self._warning_filter = warnings.filters[0]
         return self
 
     def stop(self) -> None:
@@ -326,9 +342,17 @@ class Watch:
         return rep
 
     # ---- hooks -------------------------------------------------------------------------------
-    def _forward_hook(self, name: str, module: nn.Module):
+    def _forward_hook(self, name: str, module: nn.Module, tensor_hooks: bool):
+        grad_hook = self._backward_hook(name)
+
         def hook(mod: nn.Module, args: Any, output: Any) -> None:
-            if not (self._recording and torch.is_grad_enabled()):
+            if not torch.is_grad_enabled():
+                return
+            if tensor_hooks:  # the gradient of each output, when the backward pass makes it
+                for t in _tensors(output):
+                    if t.requires_grad:
+                        t.register_hook(lambda g: grad_hook(mod, (g,)))
+            if not self._recording:
                 return
             if "activation" in self.kinds:
                 for t in _tensors(output):
@@ -589,6 +613,7 @@ def watch(model: nn.Module, formats: Any = DEFAULT_FORMATS, **options: Any) -> W
     ``optimizer`` (optimizer state and update swamping), ``eps`` (the underflow share the
     loss-scale windows allow, default 0.1%), ``scaler_format`` (the format the scaler guards,
     default fp16), ``swamping`` (the formats whose update swamping is counted; default the
-    16-bit ones among ``formats``; ``()`` for none).
+    16-bit ones among ``formats``; ``()`` for none), ``backward_hooks`` (``"tensor"``, the
+    default, or ``"module"``: see the module docstring).
     """
     return Watch(model, formats, **options).start()

@@ -76,3 +76,18 @@ def test_device_count_of_a_sliced_watch_style_view():
         assert h.zones_of(c, f, 2.0**7) == ref.zones_of(ref_c, f, 2.0**7)
     with pytest.raises(TypeError, match="integers"):
         h.add_bits(cuda.to_device(x), "fp32")
+
+
+def test_device_add_bits_with_per_tensor_zones_equals_the_host():
+    """The call fpsim.torch.watch makes for a CUDA tensor: count on the device, add the counts
+    with the loss scale divided out, and the tensor's per-tensor-scaled zones."""
+    x = values(4, 800, np.float32)
+    dev, cpu = RangeHistogram(FORMATS), RangeHistogram(FORMATS)
+    z_dev = np.zeros((len(FORMATS), 6), np.int64)
+    z_cpu = np.zeros((len(FORMATS), 6), np.int64)
+    a_dev = dev.add_bits(cuda.to_device(x.view(np.int32)), "fp32", 2.0**-12,
+                         tensor_formats=FORMATS, tensor_zones=z_dev)  # fmt: skip
+    a_cpu = cpu.add_bits(x.view(np.int32), "fp32", 2.0**-12, tensor_formats=FORMATS,
+                         tensor_zones=z_cpu)  # fmt: skip
+    assert a_dev == a_cpu and np.array_equal(z_dev, z_cpu)
+    assert np.array_equal(dev.counts, cpu.counts) and np.array_equal(dev._past, cpu._past)
