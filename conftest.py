@@ -3,7 +3,12 @@ that import it are not collected for their doctests (their tests skip on their o
 
 import importlib.util
 
-collect_ignore_glob = [] if importlib.util.find_spec("torch") else [
-    "fpsim/torch/*",
-    "fpsim/demo/torch_model.py",
-]
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+collect_ignore_glob = [] if _installed("torch") else ["fpsim/torch/*", "fpsim/demo/torch_model.py"]
