@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_arith.py
 	$(PY) benchmarks/bench_train.py
 	$(PY) benchmarks/bench_scaling.py
+	$(PY) benchmarks/bench_torch_watch.py
 
 verify: $(STAMP)
 	$(PY) benchmarks/verify_exhaustive.py

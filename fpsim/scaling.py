@@ -404,9 +404,11 @@ class PerTensorScaled:
         }
 
 
-def quantize_per_tensor(x: Any, fmt: FormatLike, scale: float) -> PerTensorScaled:
-    """TransformerEngine's FP8 cast: ``q = fmt(fl32(x · scale))``, round to nearest even,
-    saturating (NaN stays NaN), with the float32 ``scale``.
+def quantize_per_tensor(x: Any, fmt: FormatLike, scale: float, *, rounding: str = "nearest_even",
+                        seed: int | None = None) -> PerTensorScaled:  # fmt: skip
+    """TransformerEngine's FP8 cast: ``q = fmt(fl32(x · scale))``, saturating (NaN stays NaN),
+    with the float32 ``scale``. ``rounding``: the cast's mode (round to nearest even, as TE's
+    SATFINITE cast; ``"stochastic"`` with ``seed``, as TE's NVFP4 gradients).
 
     >>> quantize_per_tensor([1000.0, 0.01], "fp8_e4m3", 0.5).dequantize().tolist()  # 500 -> 448
     [896.0, 0.01171875]
@@ -418,7 +420,7 @@ def quantize_per_tensor(x: Any, fmt: FormatLike, scale: float) -> PerTensorScale
     x32 = np.asarray(_as_float_array(x), dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         y = x32 * s  # float32 product, as TE computes it
-    el = round_to(y, f, saturate=True)
+    el = round_to(y, f, rounding, saturate=True, seed=seed)
     inv = float(np.float32(1.0) / s)  # __frcp_rn: the reciprocal rounded to float32
     return PerTensorScaled(f, float(s), inv, np.asarray(el, np.float32))
 
@@ -533,10 +535,15 @@ class DelayedScaling:
 
     def quantize(self, x: Any) -> PerTensorScaled:
         q = quantize_per_tensor(x, self.fmt, self.scale)
-        a = np.float32(_amax(x))
+        self.record_amax(_amax(x))
+        return q
+
+    def record_amax(self, amax: float) -> None:
+        """Record a cast tensor's amax in this step's slot, ``amax_history[0]`` (the max of the
+        step's casts; NaN sticks), as :meth:`quantize` does."""
+        a = np.float32(amax)
         h0 = self.amax_history[0]
         self.amax_history[0] = a if (a > h0 or np.isnan(a)) else h0
-        return q
 
     def update(self) -> None:
         h = self.amax_history

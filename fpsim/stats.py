@@ -50,6 +50,7 @@ gradients for the same weights and batch, with element-by-element counts of what
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from dataclasses import field as dataclasses_field
@@ -58,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from .containers import is_torch_tensor, torch_to_numpy
 from .formats import Format, FormatLike, get_format
 
 __all__ = [
@@ -137,7 +139,9 @@ def _real_values(x: Any) -> np.ndarray:
     byte order), integers as int64 / uint64. Masked arrays give their unmasked values."""
     if isinstance(x, np.ma.MaskedArray):
         x = x.compressed()  # masked entries are not data (often a fill value, or garbage)
-    elif hasattr(x, "numpy") and callable(x.numpy):  # fpsim / torch tensors
+    elif is_torch_tensor(x):
+        x = torch_to_numpy(x)  # CPU memory as numpy, bf16 through its int16 bits (no copy)
+    elif hasattr(x, "numpy") and callable(x.numpy):  # fpsim tensors
         x = (x.detach() if hasattr(x, "detach") else x).numpy()  # numpy() refuses grad
     a = np.asarray(x)  # np.matrix becomes a plain ndarray here
     dt = a.dtype
@@ -163,6 +167,21 @@ def _real_values(x: Any) -> np.ndarray:
     raise TypeError(f"RangeHistogram expects real numbers; got an array of dtype {dt}{hint}")
 
 
+def _float_bits(a: np.ndarray) -> tuple[np.ndarray, str] | None:
+    """``(integer view, format name)`` of a float16/32/64 or bfloat16 array in native byte
+    order (no copy), for :meth:`RangeHistogram.add_bits`; None for any other array."""
+    import ml_dtypes
+
+    dt = a.dtype
+    if not dt.isnative:
+        return None
+    name = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
+            np.dtype(np.float64): "fp64", np.dtype(ml_dtypes.bfloat16): "bf16"}.get(dt)  # fmt: skip
+    if name is None:
+        return None
+    return a.view(np.dtype(f"i{dt.itemsize}")), name
+
+
 def _int_binades(u: np.ndarray, cuts: list[_Cut]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For magnitudes ``u`` >= 2^53 (uint64): binade index, whether a power of two, and how
     many of ``cuts`` each is past -- with integer arithmetic, as float64 would round them."""
@@ -175,6 +194,50 @@ def _int_binades(u: np.ndarray, cuts: list[_Cut]) -> tuple[np.ndarray, np.ndarra
         table = np.array([cut.int_cut(k) for k in range(53, 64)], np.uint64)
         n_past += u >= table[b - np.uint64(53)]
     return b.astype(np.int64) - _EMIN, pow2, n_past
+
+
+_NO_SLOTS = np.zeros(0, np.int64)
+
+
+def _magnitude_value(mag: int, f: Format) -> float:
+    """The value of a magnitude code of an IEEE-style format (exact in float64)."""
+    e, m = mag >> f.man_bits, mag & ((1 << f.man_bits) - 1)
+    return math.ldexp((m + (1 << f.man_bits)) if e else m, max(e, 1) - f.bias - f.man_bits)
+
+
+@dataclass(eq=False)
+class BinadeCounts:
+    """One array's values counted by :meth:`RangeHistogram.count_bits`, not yet added: a flat
+    table of slots (:mod:`fpsim.kernels.histogram`: row ``r`` is binade ``first + r``, column
+    ``j`` the values past exactly ``j`` of the histogram's cuts, the last column the exact
+    powers of two, which pass ``k0`` cuts), ``zero`` and ``nonfinite`` values, and ``amax``, the
+    largest finite magnitude (0.0 without one)."""
+
+    first: int
+    table: np.ndarray
+    ncols: int
+    k0: int
+    zero: int
+    nonfinite: int
+    amax: float
+    cuts: dict  # the histogram's cut -> its index
+
+    @functools.cached_property
+    def by(self) -> np.ndarray:
+        """``by[r, j]``: values in binade ``first + r`` past exactly ``j`` cuts."""
+        t = self.table[:-2].reshape(-1, self.ncols)
+        out = t[:, :-1].copy()
+        out[:, self.k0] += t[:, -1]
+        return out
+
+    @property
+    def pow2(self) -> np.ndarray:
+        """Exact powers of two per binade."""
+        return self.table[:-2].reshape(-1, self.ncols)[:, -1]
+
+    @property
+    def nonzero(self) -> int:
+        return int(self.table[:-2].sum())
 
 
 class RangeHistogram:
@@ -200,7 +263,12 @@ class RangeHistogram:
         # number per value (how many cuts it is past) says where it stands against all of them
         self._cuts = sorted({cut for bounds in self._bounds.values() for _, cut in bounds.values()})
         self._cut_index = {cut: i for i, cut in enumerate(self._cuts)}
+        # per format, its boundaries as (binade, index of the cut): what zones() looks up
+        self._bound_idx = {name: tuple((z, b, self._cut_index[cut]) for z, (b, cut) in
+                                       bounds.items()) for name, bounds in self._bounds.items()}
         self._float_cuts = np.array([cut.float_cut() for cut in self._cuts], np.float64)
+        self._bits_plan: dict[str, tuple] = {}  # count_bits' tables, per format read
+        self._tensor_plans: dict[tuple, tuple] = {}  # add_bits' per-tensor zone tables
         self.reset()
 
     def reset(self) -> None:
@@ -230,6 +298,12 @@ class RangeHistogram:
         >>> h.count, h.nonfinite
         (2, 0)
         """
+        if not isinstance(x, np.ma.MaskedArray):
+            raw = torch_to_numpy(x) if is_torch_tensor(x) else x
+            bits = _float_bits(np.asarray(raw)) if isinstance(raw, np.ndarray) else None
+            if bits is not None:  # fp16, bf16, fp32, fp64 arrays: straight from the bits
+                self.add_bits(*bits)
+                return
         a = _real_values(x)
         big = None
         if a.dtype.kind in "iu":
@@ -250,6 +324,182 @@ class RangeHistogram:
         if big is not None and big.size:
             self._count(*_int_binades(big, self._cuts))
 
+    def add_bits(
+        self, bits: Any, fmt: FormatLike, scale: float = 1.0, *, tensor_formats: tuple = (),
+        tensor_zones: np.ndarray | None = None,
+    ) -> float:  # fmt: skip
+        """Count values given by their bit patterns: ``bits`` holds codes of ``fmt``, an
+        IEEE-style binary format with subnormals and inf/NaN at the top exponent (fp16, bf16,
+        fp32, fp64, fp8_e5m2), as integers of any width (bf16 as int16 or uint16, fp32 as
+        int32, ...), in a numpy array or in GPU memory (anything with
+        ``__cuda_array_interface__``, or a numba device array: the count runs there, in one
+        pass, and only the counters come back). ``scale`` (a power of two) multiplies the
+        values, exactly. Returns the largest finite magnitude among them as given (before
+        ``scale``; 0.0 when there is none), exactly.
+
+        ``tensor_formats`` (formats of this histogram) with ``tensor_zones`` (an int64 array of
+        shape ``(len(tensor_formats), 6)``): also add to ``tensor_zones[i]`` the zone counts
+        (:data:`ZONES` order) of this array alone, as given, in ``tensor_formats[i]`` after the
+        array's own power-of-two current scale (TransformerEngine's current scaling with
+        power-of-two scales, from its largest finite magnitude: it lands in the format's top
+        binade).
+
+        >>> h = RangeHistogram(formats=("fp16",))
+        >>> h.add_bits(np.array([0x3C00, 0x0001, 0xFC00, 0x8000], np.uint16), "fp16")
+        1.0
+        >>> h.zones("fp16")
+        {'zero': 1, 'underflow': 0, 'subnormal': 1, 'normal': 1, 'overflow': 0, 'nonfinite': 1}
+        """
+        from .kernels import histogram as khist
+
+        if not tensor_formats:
+            c = self.count_bits(bits, fmt)
+            self.add_counts(c, scale)
+            return c.amax
+        key = tuple(tensor_formats)
+        plan = self._tensor_plans.get(key)
+        if plan is None:
+            fs = [self._format(f) for f in key]
+            b = np.array([[b for _, b, _ in self._bound_idx[f.name]] for f in fs], np.int64)
+            i = np.array([[i for _, _, i in self._bound_idx[f.name]] for f in fs], np.int64)
+            fmax = np.array([float(np.float32(f.max)) for f in fs], np.float64)
+            plan = self._tensor_plans[key] = (b.reshape(-1, 3), i.reshape(-1, 3), fmax)
+        b, i, fmax = plan
+        z = tensor_zones
+        if not (isinstance(z, np.ndarray) and z.shape == (len(key), len(ZONES))
+                and z.dtype == np.int64):  # fmt: skip
+            raise ValueError(f"tensor_zones must be an int64 array of shape ({len(key)}, 6)")
+        k = _log2_exact(scale)
+        host = self._host_bits(bits, fmt)
+        if host is None:  # on a GPU: count there, then add the counts here
+            c = self.count_bits(bits, fmt)
+            ok = khist.add_table(c.table, c.ncols, c.k0, c.first, c.first + k - _EMIN,
+                                 self.counts, self.exact_powers, self._past, c.amax, b, i, fmax,
+                                 z)  # fmt: skip
+            specials, amax = (c.zero, c.nonfinite), c.amax
+        else:  # one compiled call: count, add, and the per-tensor zones
+            arr, plan = host
+            f, thr, lut, shift, first, _, _, slots, k0 = plan
+            prefix, pshift = khist.prefix_table(f.exp_bits, f.man_bits, f.bias, first,
+                                                tuple(thr.tolist()))  # fmt: skip
+            sp = np.zeros(2, np.int64)
+            top = khist.count_and_add(
+                arr, f.exp_bits, f.man_bits, f.bias, first, thr, lut, shift, prefix, pshift,
+                _NO_SLOTS if slots is None else slots, k0, k, _EMIN, self.counts,
+                self.exact_powers, self._past, b, i, fmax, z, sp,
+            )  # fmt: skip
+            ok, specials, amax = top != -2, sp.tolist(), _magnitude_value(max(top, 0), f)
+        if not ok:
+            raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
+        self.zero += int(specials[0])
+        self.nonfinite += int(specials[1])
+        return amax
+
+    def _plan(self, fmt: FormatLike) -> tuple:
+        """count_bits' tables for reading ``fmt``'s bits (made once per format)."""
+        from .kernels import histogram as khist
+
+        plan = self._bits_plan.get(fmt) if isinstance(fmt, str) else None
+        if plan is not None:
+            return plan
+        f = get_format(fmt)
+        if not (f.has_inf and f.nan == "ieee" and f.has_subnormals and f.signed):
+            raise ValueError(
+                f"add_bits reads IEEE-style formats (fp16, bf16, fp32, fp64, fp8_e5m2), not "
+                f"{f.name}; pass its values to add() instead"
+            )
+        thr = khist.thresholds_for(self._cuts, f.man_bits)
+        lut, shift = khist.lookup(tuple(thr.tolist()), f.man_bits)
+        first = f.emin - f.man_bits  # the binade of the smallest subnormal
+        rows = f.emax - first + 1
+        nslots = rows * (len(thr) + 2) + 2
+        slots = None
+        if f.bits <= khist.SMALL_FORMAT_BITS:
+            slots = khist.slot_table(f.exp_bits, f.man_bits, f.bias, first, tuple(thr.tolist()),
+                                     nslots)  # fmt: skip
+        k0 = int(np.count_nonzero(thr <= 0))  # the cuts an exact power of two passes
+        plan = (f, thr, lut, shift, first, rows, nslots, slots, k0)
+        self._bits_plan[f.name] = plan
+        if isinstance(fmt, str):
+            self._bits_plan[fmt] = plan
+        return plan
+
+    def _host_bits(self, bits: Any, fmt: FormatLike) -> tuple[np.ndarray, tuple] | None:
+        """(a flat native integer array of the bits, the plan), or None for a GPU array."""
+        plan = self._plan(fmt)
+        if hasattr(bits, "__cuda_array_interface__") or getattr(bits, "__cuda_ndarray__", False):
+            return None
+        b = bits if isinstance(bits, np.ndarray) else np.asarray(bits)
+        if b.dtype.kind not in "iu":
+            raise TypeError(f"bits must be integers, got an array of {b.dtype}")
+        if b.ndim != 1 or not b.flags.c_contiguous:
+            b = np.ascontiguousarray(b).reshape(-1)
+        if b.dtype.itemsize * 8 < plan[0].bits or not b.dtype.isnative:
+            b = b.astype(np.int64)
+        return b, plan
+
+    def count_bits(self, bits: Any, fmt: FormatLike) -> BinadeCounts:
+        """The counts of one array of bit patterns (as :meth:`add_bits` takes them), not yet
+        added: a :class:`BinadeCounts` for :meth:`add_counts` and :meth:`zones_of`."""
+        from .kernels import histogram as khist
+
+        host = self._host_bits(bits, fmt)
+        f, thr, lut, shift, first, rows, nslots, slots, k0 = self._plan(fmt)
+        table = np.zeros(nslots, np.int64)
+        if host is None:
+            from .kernels import histogram_cuda
+
+            top = histogram_cuda.histogram_bits_device(bits, f, f.exp_bits, f.man_bits, f.bias,
+                                                       first, thr, lut, shift, table)  # fmt: skip
+        elif slots is not None:
+            top = khist.histogram_bits_small(host[0], (1 << (f.bits - 1)) - 1, slots, table)
+        else:
+            prefix, pshift = khist.prefix_table(f.exp_bits, f.man_bits, f.bias, first,
+                                                tuple(thr.tolist()))  # fmt: skip
+            top = khist.histogram_bits(host[0], f.exp_bits, f.man_bits, f.bias, first, thr, lut,
+                                       shift, prefix, pshift, table)  # fmt: skip
+        return BinadeCounts(first, table, len(thr) + 2, k0, int(table[-2]), int(table[-1]),
+                            _magnitude_value(max(top, 0), f), self._cut_index)  # fmt: skip
+
+    def add_counts(self, c: BinadeCounts, scale: float = 1.0,
+                   zones_at: dict | None = None) -> dict | None:  # fmt: skip
+        """Add the counts of one array (:meth:`count_bits`), its values multiplied by
+        ``scale``, a power of two (exactly: the binades shift by log2(scale)). With
+        ``zones_at`` (fmt -> power-of-two scale), also return ``{fmt: zones}`` of that array
+        alone, unscaled, each format under its own scale: what :meth:`zones_of` gives, in the
+        same pass (one compiled call)."""
+        from .kernels import histogram as khist
+
+        if c.cuts is not self._cut_index and c.cuts != self._cut_index:
+            raise ValueError("these counts were made by a histogram with other formats")
+        k = _log2_exact(scale)
+        fs = {fmt: (self._format(fmt), _log2_exact(s)) for fmt, s in (zones_at or {}).items()}
+        # a value x is past a threshold T after a scale 2^kf iff x is past T / 2^kf
+        bounds = [(b - kf - c.first, i) for f, kf in fs.values()
+                  for _, b, i in self._bound_idx[f.name]]  # fmt: skip
+        rows = np.array([b for b, _ in bounds], np.int64)
+        cuts = np.array([i for _, i in bounds], np.int64)
+        out = np.zeros(len(bounds), np.int64)
+        if not khist.fold(c.table, c.ncols, c.k0, c.first + k - _EMIN, self.counts,
+                          self.exact_powers, self._past, rows, cuts, out):  # fmt: skip
+            raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
+        self.zero += c.zero
+        self.nonfinite += c.nonfinite
+        if zones_at is None:
+            return None
+        vals = iter(out.tolist())
+        nonzero = c.nonzero
+        res = {}
+        for fmt, (f, _) in fs.items():
+            past = {z: next(vals) for z, _, _ in self._bound_idx[f.name]}
+            res[fmt] = self._zones(past, True, nonzero, c.zero, c.nonfinite)
+        return res
+
+    def zones_of(self, c: BinadeCounts, fmt: FormatLike, scale: float = 1.0) -> dict:
+        """:meth:`zones` of one array's counts alone (as if it were the only one added)."""
+        scratch = RangeHistogram(tuple(self._formats.values()))
+        return scratch.add_counts(c, 1.0, {fmt: scale})[fmt]
+
     def _count(self, idx: np.ndarray, pow2: np.ndarray, n_past: np.ndarray) -> None:
         """Add values given by binade index, whether |x| is a power of two, and the number of
         cuts their significand is past."""
@@ -261,13 +511,29 @@ class RangeHistogram:
             at_least = np.cumsum(by.reshape(_NBINS, n + 1)[:, ::-1], axis=1)[:, ::-1]
             self._past += at_least[:, 1:].T  # past cut i: past at least i + 1 cuts
 
-    def merge(self, other: RangeHistogram) -> None:
-        """Add another histogram's counts (same formats)."""
+    def merge(self, other: RangeHistogram, scale: float = 1.0) -> None:
+        """Add another histogram's counts (same formats); with ``scale``, a power of two, as if
+        its values had been multiplied by it (exactly: the binades shift by log2(scale)), e.g.
+        ``1 / S`` to take a loss scale S back out of recorded gradients.
+
+        >>> a, b = RangeHistogram(formats=("fp16",)), RangeHistogram(formats=("fp16",))
+        >>> b.add([3.0 * 2.0**16, 0.0]); a.merge(b, scale=2.0**-16); a.bins()
+        (array([1]), array([1]))
+        """
         if other._formats != self._formats:
             raise ValueError("can only merge histograms built for the same formats")
-        self.counts += other.counts
-        self.exact_powers += other.exact_powers
-        self._past += other._past
+        k = _log2_exact(scale)
+        arrays = ((self.counts, other.counts), (self.exact_powers, other.exact_powers),
+                  (self._past.T, other._past.T))  # fmt: skip
+        if k:
+            nz = np.flatnonzero(other.counts)
+            if nz.size and not (0 <= nz[0] + k and nz[-1] + k < _NBINS):
+                raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
+        for mine, theirs in arrays:
+            if k >= 0:
+                mine[k:] += theirs[: _NBINS - k]
+            else:
+                mine[:k] += theirs[-k:]
         self.zero += other.zero
         self.nonfinite += other.nonfinite
 
@@ -287,6 +553,8 @@ class RangeHistogram:
         return np.arange(lo, hi) + _EMIN, self.counts[lo:hi].copy()
 
     def _format(self, fmt: FormatLike) -> Format:
+        if isinstance(fmt, str) and fmt in self._formats:  # a registered name: the fast path
+            return self._formats[fmt]
         f = get_format(fmt)
         known = self._formats.get(f.name)
         if known is None:
@@ -301,12 +569,12 @@ class RangeHistogram:
             )
         return f
 
-    def _past_count(self, b: int, cut: _Cut) -> int:
-        """Values past the threshold ``c × 2^b``: those of the binades above b, and those of
-        binade b whose significand is past the cut c."""
-        i = b - _EMIN
-        above = int(self.counts[max(i + 1, 0) :].sum())
-        return above + (int(self._past[self._cut_index[cut], i]) if 0 <= i < _NBINS else 0)
+    def _past_count(self, b: int, i: int) -> int:
+        """Values past the threshold ``c × 2^b`` (``c`` the cut of index i): those of the
+        binades above b, and those of binade b whose significand is past the cut c."""
+        j = b - _EMIN
+        above = int(self.counts[max(j + 1, 0) :].sum())
+        return above + (int(self._past[i, j]) if 0 <= j < _NBINS else 0)
 
     def zones(self, fmt: FormatLike, scale: float = 1.0, subnormals: bool = True) -> dict:
         """Counts per zone (see the module docstring) after multiplying by ``scale``: for each
@@ -320,16 +588,20 @@ class RangeHistogram:
         f = self._format(fmt)
         k = _log2_exact(scale)
         # a value x is past a threshold T after the scale iff x is past T / 2^k: binade b - k
-        past = {z: self._past_count(b - k, cut) for z, (b, cut) in self._bounds[f.name].items()}
-        nonzero = int(self.counts.sum())
+        past = {z: self._past_count(b - k, i) for z, b, i in self._bound_idx[f.name]}
+        return self._zones(past, subnormals, int(self.counts.sum()), self.zero, self.nonfinite)
+
+    @staticmethod
+    def _zones(past: dict, subnormals: bool, nonzero: int, zero: int, nonfinite: int) -> dict:
+        """The zone counts from the values past each boundary (``past``: zone -> count)."""
         kept = past["zero"] if subnormals else past["normal"]  # what does not round to 0
         return {
-            "zero": self.zero,
+            "zero": zero,
             "underflow": nonzero - kept,
             "subnormal": kept - past["normal"],
             "normal": past["normal"] - past["overflow"],
             "overflow": past["overflow"],
-            "nonfinite": self.nonfinite,
+            "nonfinite": nonfinite,
         }
 
     def fractions(self, fmt: FormatLike, scale: float = 1.0, subnormals: bool = True) -> dict:
@@ -541,8 +813,9 @@ class GradientRecorder:
             msg = f"GradientRecorder records fpsim models (fpsim.nn.Module), got {kind}"
             if any(c.__module__.split(".")[0] == "torch" for c in type(model).__mro__):
                 msg += (
-                    ", a PyTorch model. PyTorch models will be supported by the PyTorch bridge "
-                    "fpsim.torch (planned); for now, build the model with fpsim.nn"
+                    ", a PyTorch model: watch it with fpsim.torch.watch(model) (range "
+                    "histograms of its activations and gradients, loss-scale windows), or build "
+                    "the model with fpsim.nn"
                 )
             raise TypeError(msg)
         if every < 1:
@@ -877,8 +1150,8 @@ def _scaling_spec(spec: Any) -> tuple[str | None, Any, dict]:
 
 
 def _quantize_one(x: np.ndarray, spec: Any, axis: int):
-    """Quantize x with one spec: -> (label, kind, element format, bits/element, dequantized,
-    masks, log2 scales, result)."""
+    """Quantize x with one spec: -> (label, kind, element format, bits/element, a function
+    giving the dequantized values, masks, log2 scales, result)."""
     from . import scaling
 
     label, what, opts = _scaling_spec(spec)
@@ -897,7 +1170,7 @@ def _quantize_one(x: np.ndarray, spec: Any, axis: int):
         bits = what.fmt.bits + 32 / max(x.size, 1)
         logs = np.array([math.log2(p.scale_inv)])
         return (label or f"{what.fmt.name}, {how} scaling", "per-tensor", what.fmt, bits,
-                p.dequantize(), masks, logs, p)  # fmt: skip
+                p.dequantize, masks, logs, p)  # fmt: skip
     scheme = None
     if isinstance(what, scaling.BlockScheme):
         scheme = what
@@ -918,13 +1191,13 @@ def _quantize_one(x: np.ndarray, spec: Any, axis: int):
         name = scheme.name
         if opts.get("scale_rounding") not in (None, scheme.scale_roundings[0]):
             name += f", {opts['scale_rounding']}"
-        return label or name, "per-block", scheme.element, bits, q.dequantize(), masks, logs, q
+        return label or name, "per-block", scheme.element, bits, q.dequantize, masks, logs, q
     from .core import round_to
 
     f = get_format(what)  # raises ValueError naming the known formats
     r = np.asarray(round_to(x, f, **opts))
     q64 = r.astype(np.float64)
-    return (label or f.name, "none", f, float(f.bits), q64, _outcome_masks(x, q64, f),
+    return (label or f.name, "none", f, float(f.bits), lambda: q64, _outcome_masks(x, q64, f),
             np.zeros(0), r)  # fmt: skip
 
 
@@ -947,8 +1220,8 @@ def _errors(x: np.ndarray, q: np.ndarray) -> tuple[float, float]:
     return (math.inf if math.isnan(norm) else norm), (math.inf if math.isnan(mean) else mean)
 
 
-def scaling_report(x: Any, schemes: Any = DEFAULT_SCALING_SCHEMES, *,
-                   axis: int = -1) -> list[ScalingRow]:  # fmt: skip
+def scaling_report(x: Any, schemes: Any = DEFAULT_SCALING_SCHEMES, *, axis: int = -1,
+                   errors: bool = True) -> list[ScalingRow]:  # fmt: skip
     """Quantize ``x`` with each scheme and count, element by element, what was flushed to zero,
     kept only as a subnormal, saturated, or kept: one :class:`ScalingRow` per scheme.
 
@@ -961,7 +1234,8 @@ def scaling_report(x: Any, schemes: Any = DEFAULT_SCALING_SCHEMES, *,
     :func:`fpsim.scaling.quantize` (``{"scale_rounding": "rceil"}``), the recipe's constructor
     or :func:`fpsim.round_to` (``{"saturate": True}``).
 
-    The counts come from ``classify`` of the quantized tensor, so they are exact. ``x`` is read
+    The counts come from ``classify`` of the quantized tensor, so they are exact.
+    ``errors=False`` leaves the two errors out (NaN), for speed. ``x`` is read
     as float64 (float32 input exactly); the per-tensor recipes see its float32 values, as
     TransformerEngine casts them.
 
@@ -982,8 +1256,8 @@ def scaling_report(x: Any, schemes: Any = DEFAULT_SCALING_SCHEMES, *,
     xd = a.astype(np.float64)
     rows = []
     for spec in schemes:
-        label, kind, f, bits, q, masks, logs, res = _quantize_one(a, spec, axis)
-        norm, mean = _errors(xd, q)
+        label, kind, f, bits, deq, masks, logs, res = _quantize_one(a, spec, axis)
+        norm, mean = _errors(xd, deq()) if errors else (math.nan, math.nan)
         fin = np.isfinite(xd)
         zero, sub, sat = (masks[k] & fin for k in ("zero", "subnormal", "saturated"))
         nonfinite = (masks["nonfinite"] | ~fin) & ~(zero | sub | sat)

@@ -346,3 +346,24 @@ def exact_decimal_oracle(v: float) -> str:
     if "." in d:
         d = d.rstrip("0").rstrip(".")
     return "-0" if d in ("-0", "-0.0") else d
+
+
+def zones_by_cast(x32: np.ndarray, fmt: str) -> dict:
+    """The zones of RangeHistogram (zero, underflow, subnormal, normal, overflow, nonfinite) of
+    float32 values in fp16 / bf16 / fp8_e4m3 / fp8_e5m2, counted by a numpy / ml_dtypes cast
+    (correct for float32 input): independent of fpsim's classifier."""
+    dt = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
+          "fp8_e5m2": ml_dtypes.float8_e5m2}[fmt]  # fmt: skip
+    tiny = float(ml_dtypes.finfo(dt).smallest_normal)
+    with np.errstate(all="ignore"):
+        r = x32.astype(dt).astype(np.float64)
+    fin = np.isfinite(x32)
+    nz = fin & (x32 != 0)
+    return {
+        "zero": int(np.count_nonzero(fin & (x32 == 0))),
+        "underflow": int(np.count_nonzero(nz & (r == 0))),
+        "subnormal": int(np.count_nonzero(nz & (r != 0) & (np.abs(r) < tiny))),
+        "normal": int(np.count_nonzero(nz & np.isfinite(r) & (np.abs(r) >= tiny))),
+        "overflow": int(np.count_nonzero(nz & ~np.isfinite(r))),
+        "nonfinite": int(np.count_nonzero(~fin)),
+    }

@@ -82,18 +82,23 @@ def off_view_tick_labels(fig) -> set[int]:
     return out
 
 
+def assert_texts_inside(name, fig):
+    """Every text drawn lies inside the canvas (tick labels off the view are not drawn)."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    w, h = fig.bbox.width, fig.bbox.height
+    hidden = off_view_tick_labels(fig)
+    for t in texts(fig):
+        if id(t) in hidden:
+            continue
+        b = t.get_window_extent(r)
+        assert b.x0 >= -1 and b.x1 <= w + 1 and b.y0 >= -1 and b.y1 <= h + 1, (
+            name, t.get_text(), b.bounds, (w, h))  # fmt: skip
+
+
 def test_every_text_is_inside_the_canvas(demo_figures):
     for name, fig in demo_figures.items():
-        fig.canvas.draw()
-        r = fig.canvas.get_renderer()
-        w, h = fig.bbox.width, fig.bbox.height
-        hidden = off_view_tick_labels(fig)
-        for t in texts(fig):
-            if id(t) in hidden:
-                continue
-            b = t.get_window_extent(r)
-            assert b.x0 >= -1 and b.x1 <= w + 1 and b.y0 >= -1 and b.y1 <= h + 1, (
-                name, t.get_text(), b.bounds, (w, h))  # fmt: skip
+        assert_texts_inside(name, fig)
 
 
 def test_one_notation_for_powers_of_two(demo_figures):

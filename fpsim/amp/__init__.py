@@ -34,7 +34,9 @@ What is here
   each step (:mod:`fpsim.amp.training`);
 * :func:`underflow_task` / :func:`underflow_model` -- a regression whose fp16 gradients
   underflow (most activation gradients fall below 2^-24 without loss scaling);
-* :class:`FormatTrace` -- the format of every op's inputs and outputs, forward and backward.
+* :class:`FormatTrace` -- the format of every op's inputs and outputs, forward and backward;
+* :mod:`fpsim.amp.recipes` -- low-precision GEMM recipes (FP8 current / delayed scaling, MXFP8,
+  NVFP4): one quantizer per operand role, used by :func:`fpsim.torch.emulate`.
 
 Design decisions (and where fpsim differs from PyTorch)
 -------------------------------------------------------
@@ -59,7 +61,7 @@ Design decisions (and where fpsim differs from PyTorch)
   ``fp16_master`` and ``fp16_dynamic`` recipes give bit-identical losses.
 """
 
-from . import functional
+from . import functional, recipes
 from .autocast_mode import (
     DEVICE_TYPES,
     ERROR,
@@ -118,6 +120,7 @@ __all__ = [
     "StaticGradScaler",
     "OptState",
     "functional",
+    "recipes",
     "FormatTrace",
     "TraceEvent",
     "MasterWeights",

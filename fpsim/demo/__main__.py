@@ -185,6 +185,9 @@ DEMOS: dict[str, tuple[str, DemoFunction]] = {
              "fp16's 11", _lazy("bf16")),
     "blocks": ("one tensor with outlier channels: one fp8 scale per tensor flushes its small "
                "values, per-block scales (MXFP8, MXFP4, NVFP4) follow them", _lazy("blocks")),
+    "torch": ("a tiny PyTorch GPT on the sonnets under fpsim.torch.watch: what fits fp16 / "
+              "bf16 / fp8 / MXFP4, loss-scale windows, skipped GradScaler steps explained "
+              "(needs torch)", _lazy("torch_model")),
     "autocast": ("autocast's per-op precision tables, and the formats of every op of a small "
                  "model's forward and backward pass", demo_autocast),
     "figures": ("regenerate every figure in figures/ (what `make figures` runs)",
