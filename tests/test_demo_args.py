@@ -74,6 +74,11 @@ BAD = [
     (["autocast", "--dtype", "fp64"], ["--dtype", "narrower than fp32"]),
     (["autocast", "--dtype", "fp17"], ["--dtype", "unknown format"]),
     (["figures", "--bogus"], ["unrecognized arguments: --bogus"]),
+    (["tensorcore", "--ks", "0"], ["--ks", "from 1"]),
+    (["tensorcore", "--ks", "64,70000"], ["--ks", "65,536", "exact dot products"]),
+    (["tensorcore", "--ks", ","], ["--ks", "at least one"]),
+    (["tensorcore", "--ks", "64,2.5"], ["--ks", "not a whole number"]),
+    (["tensorcore", "--size", "300"], ["--size", "256"]),
 ]
 
 

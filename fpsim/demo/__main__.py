@@ -185,6 +185,8 @@ DEMOS: dict[str, tuple[str, DemoFunction]] = {
              "fp16's 11", _lazy("bf16")),
     "blocks": ("one tensor with outlier channels: one fp8 scale per tensor flushes its small "
                "values, per-block scales (MXFP8, MXFP4, NVFP4) follow them", _lazy("blocks")),
+    "tensorcore": ("FP8 matmuls as an H100 tensor core computes them (13 bits kept) against "
+                   "fp32, with DeepSeek-V3's promotion every 128: error vs K", _lazy("tensorcore")),
     "autocast": ("autocast's per-op precision tables, and the formats of every op of a small "
                  "model's forward and backward pass", demo_autocast),
     "figures": ("regenerate every figure in figures/ (what `make figures` runs)",
