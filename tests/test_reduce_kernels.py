@@ -148,3 +148,65 @@ def test_fast_sequential_path_equals_general_path(acc, mode):
     out = np.empty((1, 5, 37))
     arith_cpu.matmul(a.reshape(1, 5, 300), b.reshape(1, 300, 37), out, tuple(P))
     assert same_bits(got, out[0])
+
+
+@njit(cache=False, error_model="numpy")
+def _apply_stochastic(x, rand, k):
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = fastround.round_fast_stochastic(x[i], rand[i], k)
+    return out
+
+
+@pytest.mark.parametrize("f", FAST_FORMATS, ids=str)
+def test_round_fast_stochastic_equals_convert(f):
+    """Same random bits, same result as convert; the bits are drawn at random and also put
+    right at each value's threshold ceil(frac * 2^62) (computed here with Fractions), where
+    one more or one less decides."""
+    F = fmt(f)
+    rng = np.random.default_rng(hash(str(f)) % 2**32)
+    x = probes(f, rng, 2000)
+    finite = np.isfinite(x)
+    thr = np.zeros(x.size, np.int64)
+    for i, v in enumerate(x):
+        if finite[i] and v != 0:
+            a = Fraction(abs(float(v)))
+            e = max(math.floor(math.log2(a)), F.emin)
+            q = Fraction(2) ** (e - F.man_bits)
+            frac = a / q - math.floor(a / q)
+            thr[i] = math.ceil(frac * 2**62)
+    S = fpsim.ROUNDING_MODES["stochastic"]
+    for rand in (rng.integers(0, 2**62, x.size), np.maximum(thr - 1, 0), thr,
+                 np.minimum(thr + 1, 2**62 - 1)):  # fmt: skip
+        rand = rand.astype(np.int64)
+        for subn, sat in ((1, 0), (0, 1)):
+            k = fastround.fast_round_constants(F.record, subn, sat)
+            got = _apply_stochastic(x, rand, k)
+            want = np.array([scalar.round_value(float(v), F.record, S, subn, sat, int(r))
+                             for v, r in zip(x, rand, strict=True)])  # fmt: skip
+            assert same_bits(got, want), x[~((got == want) | (np.isnan(got) & np.isnan(want)))][:5]
+
+
+@pytest.mark.parametrize("acc", ["fp16", "bf16", "fp32"])
+def test_fast_stochastic_sequential_path_equals_general_path(acc):
+    rng = np.random.default_rng(8)
+    a = np.asarray(fpsim.round_to(rng.standard_normal((4, 200)) * np.exp2(rng.integers(-30, 8,
+                   (4, 200))), "fp16"))  # fmt: skip
+    b = np.asarray(fpsim.round_to(rng.standard_normal((200, 9)) * 4, "fp16"))
+    a[0, :2] = [np.inf, -0.0]
+    from fpsim.arith.reductions import _params
+    from fpsim.kernels import arith_cpu
+
+    f16, A_fmt, f32 = (fpsim.get_format(n) for n in ("fp16", acc, "fp32"))
+    mode = fpsim.ROUNDING_MODES["stochastic"]
+    P = list(_params(f16, A_fmt, f32, mode, 1, 0, 77, 0, 0, False, None, False))
+    assert reduce.fast_kind(np.array(P)) == 3
+    fast = np.empty((1, 4, 9))
+    arith_cpu.matmul(a.reshape(1, 4, 200), b.reshape(1, 200, 9), fast, tuple(P))
+    P[reduce.I_FAST_STOCH] = 0
+    general = np.empty((1, 4, 9))
+    arith_cpu.matmul(a.reshape(1, 4, 200), b.reshape(1, 200, 9), general, tuple(P))
+    assert same_bits(fast, general)
+    got = arith.matmul(a, b, "fp16", acc=acc, order="sequential", rounding="stochastic", seed=77,
+                       out_fmt="fp32")  # fmt: skip
+    assert same_bits(got, fast[0])

@@ -130,9 +130,20 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
             )
         )
         fast_add = 1 if plain else 2
+    # Stochastic rounding, sequential, exact products: round_fast_stochastic where the float64
+    # sum is exact, the general step elsewhere (reduce.stochastic_row).
+    fast_stoch = int(
+        not device
+        and model is None
+        and mode == stoch
+        and order_code == reduce.SEQUENTIAL
+        and not rounded
+        and bool(fast_round_ok(a_fmt.record))
+        and term_emax <= 1020
+    )
     return reduce.pack_params(
         a_fmt.record, out_f.record, mode, int(subnormals), int(saturate), seed_v, order_code,
-        rounded, int(unit_b), fast_add, fast_out, block, record, has_c,
+        rounded, int(unit_b), fast_add, fast_out, block, record, has_c, fast_stoch,
     )  # fmt: skip
 
 

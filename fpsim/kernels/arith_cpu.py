@@ -1,42 +1,50 @@
 """numba CPU kernels for :mod:`fpsim.arith`, built from the scalar operations in
-:mod:`fpsim.kernels.scalar` (``arith_op``, ``add_rounded``, ``round_value``, ...).
+:mod:`fpsim.kernels.scalar` (``arith_op``, ``add_rounded``, ``round_value``, ...) and the
+reduction of :mod:`fpsim.kernels.reduce`.
 
-Three kernels, each parallel over independent outputs and compiled once for every format and
-mode (format parameters are plain int64 arguments; ``cache=True`` keeps them on disk):
+Each kernel is compiled once for every format and mode (format parameters are plain int64
+arguments; ``cache=True`` keeps them on disk):
 
 * :func:`count_not_in_format` -- how many values of an array are not values of a format (the
-  input check of every operation);
+  input check of every operation), one kernel for the branch-free form and one for the rest;
 * :func:`elementwise` -- one operation per element, parallel over blocks of elements;
-* :func:`matmul` -- ``out[b, i, j] = sum_k A[b, i, k] * B[b, k, j]`` with every partial sum
-  rounded to an accumulator format, parallel over the rows ``(b, i)``; ``sum`` and ``dot`` are
-  this kernel with a column of ones or a single row. Each output element is reduced in its own
-  fixed order (sequential or pairwise), so the result does not depend on the thread count.
+* :func:`matmul` -- ``out[b, i, j] = sum_k A[b, i, k] * B[b, k, j]`` reduced in the order and
+  with the steps of :mod:`fpsim.kernels.reduce` (sequential, pairwise, a tensor core's block
+  FMA), one row ``(b, i)`` at a time with its columns as lanes; ``sum`` and ``dot`` are this
+  kernel with a sum's parameters or a single row. Each output element is reduced in its own
+  fixed order, so the result does not depend on the thread count. Four kernels run it (the
+  fast sequential form in nearest even, the other deterministic modes, stochastic rounding;
+  the block FMA; everything else), so that a call compiles only what it runs.
 
-Speed. In the default mode (round to nearest even) the kernels use the branch-free forms: the
-float64 stand-in of the exact result (``scalar.stand_in_nearest``: two_sum + round-to-odd, the
-product, the quotient, the root) and ``scalar.round_nearest_even_bits``, which LLVM vectorises;
-the matmul kernel keeps a row of accumulators and runs the innermost loop across the columns
-``j`` (independent chains), so even the strictly sequential reduction of each element
-vectorises. The branch-free rounding is exact only where ``scalar.nearest_even_fast_ok(52,
-1023, man_bits, bias)`` holds: fewer than 52 fraction bits and a bias of at most 1023 (a format
-whose grid reaches below float64's normal range, such as ``Format(11, 10, bias=1030)``, needs
-the leading bit of float64 subnormals, which that path does not look for). Every other format
-and mode runs the general ``scalar.arith_op`` / ``scalar.add_rounded`` / ``scalar.round_value``
-per element, which go through ``scalar.convert``. Both paths are tested against exact rational
-arithmetic.
+Parallelism. Reductions and the large input checks run on a pool of Python threads
+(:func:`_thread_pool`, one per core) calling kernels that release the GIL, each on a chunk of
+rows; the elementwise kernels use numba's ``prange``. Below ``PARALLEL_MIN`` elements of work
+everything runs on the calling thread.
+
+Speed. In the default mode (round to nearest even) the elementwise kernels and the input check
+use the branch-free forms: the float64 stand-in of the exact result (``scalar.stand_in_nearest``:
+two_sum + round-to-odd, the product, the quotient, the root) and
+``scalar.round_nearest_even_bits``, which LLVM vectorises; they are exact only where
+``scalar.nearest_even_fast_ok`` holds. The reductions' fast forms are
+:mod:`fpsim.kernels.fastround` (rounding with float instructions, every deterministic mode and
+stochastic rounding) and, where innocuous, the plain float64 sum (see
+:func:`fpsim.kernels.reduce.plain_add_innocuous`). Every other format and mode runs the general
+``scalar.arith_op`` / ``scalar.add_rounded`` / ``scalar.round_value`` per element, which go
+through ``scalar.convert``. Both paths are tested against exact rational arithmetic and against
+each other.
 
 Accumulators. A partial sum and a term are float64s whose exact sum can lie beyond float64
 (terms of fp64 inputs, products near 2^1024) while still being finite: ``scalar.add_rounded``
 then rounds ``±F64_MAX`` in place of the float64 sum's inf, a correct stand-in because every
 accumulator fpsim accepts (other than binary64, which ``add_rounded`` handles through
-``scalar.add_float64``) has values below 2^1023: both overflow it in every mode. The
-nearest-even fast path needs no such care -- there an overflow and an infinite input round
-alike (to inf, or NaN in a finite-only format) -- except when an IEEE-style accumulator
-saturates: an overflow must give max but an inf input stays inf, so that case takes the general
-path.
+``scalar.add_float64``) has values below 2^1023: both overflow it in every mode. The fast forms
+are used only where no partial sum can overflow float64 (products below 2^1021).
 
 Stochastic rounding draws ``scalar.random62(seed, index)`` with a documented index per rounding
-(see :func:`matmul`), identical on the CPU, the GPU and the pure-Python reference.
+(see :func:`fpsim.kernels.reduce`), identical on the CPU, the GPU and the pure-Python reference.
+
+numba keys its on-disk cache on this file: after editing ``scalar.py``, ``fastround.py`` or
+``reduce.py`` alone, clear it (``make clean-cache``).
 
 All kernels take float32 or float64 arrays (one dtype per call); they compute in float64.
 """
@@ -332,6 +340,16 @@ def _rows_directed(A, B, out, P, r0, r1):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _rows_stochastic(A, B, out, P, r0, r1):
+    m = out.shape[2]
+    W = np.empty((reduce.NW, max(m, 1)))
+    RBITS = np.empty(max(m, 1), np.int64)
+    n = out.shape[1]
+    for r in range(r0, r1):
+        reduce.stochastic_row(A, B, out, r // n, r % n, 0, m, W, RBITS, P)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _rows_block(A, B, C, out, P, r0, r1):
     m = out.shape[2]
     W = np.empty((reduce.NW, max(m, 1)))
@@ -394,5 +412,7 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
         _run_rows(_rows_nearest, (A, B, out, P), nrows, work)
     elif fast == 2:
         _run_rows(_rows_directed, (A, B, out, P), nrows, work)
+    elif fast == 3:
+        _run_rows(_rows_stochastic, (A, B, out, P), nrows, work)
     else:
         _run_rows(_rows_general, (A, B, out, P), nrows, work)

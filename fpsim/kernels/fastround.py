@@ -196,6 +196,20 @@ def round_fast_nearest_away(x, k):
 
 
 @register_jitable
+def round_fast_stochastic(x, rand62, k):
+    """Stochastic rounding of the float64 ``x`` (its exact value): away from zero with
+    probability ``ceil(f * 2^62) / 2^62``, f the fraction of a quantum by which |x| exceeds its
+    lower neighbour -- ``scalar.convert``'s rule, so the same random bits give the same result.
+    f * 2^62 is exact in float64 (a power-of-two scaling of |u - trunc(u)|), its ceiling an
+    integer below 2^62 that int64 holds exactly."""
+    u, q = _scaled(x, k)
+    t = trunc_f64(u)
+    threshold = np.int64(ceil_f64(abs(u - t) * 4611686018427387904.0))  # 2^62
+    r = t + math.copysign(1.0, u) if rand62 < threshold else t
+    return _finish(x, r * q, k[6] == 1.0, k)
+
+
+@register_jitable
 def round_fast(x, mode, k):
     """Round the float64 ``x`` to the format of the constants ``k`` (:func:`fast_round_constants`)
     in the deterministic ``mode``: the result of ``scalar.round_value`` for every input, where

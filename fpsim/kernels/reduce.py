@@ -50,6 +50,7 @@ from numba.extending import register_jitable
 
 from .fastround import (
     fast_round_constants,
+    fast_round_ok,
     inv_pow2_of,
     pow2_of,
     rint_f64,
@@ -57,6 +58,7 @@ from .fastround import (
     round_fast_down,
     round_fast_nearest_away,
     round_fast_nearest_even,
+    round_fast_stochastic,
     round_fast_toward_zero,
     round_fast_up,
     trunc_f64,
@@ -73,7 +75,10 @@ from .scalar import (
     bits_to_float64,
     emax_of,
     random62,
+    random62_keyed,
+    random62_keys,
     round_value,
+    two_sum,
 )
 
 # Orders.
@@ -122,11 +127,13 @@ I_IN_EMIN = I_MODE + 19  # exponent of the inputs' lowest binade (subnormals are
 I_C_EMIN = I_MODE + 20  # exponent of the accumulator's lowest binade, as the datapath reads it
 I_RECORD = I_MODE + 21  # log every accumulator step (the trace)
 I_HAS_C = I_MODE + 22  # block FMA: the accumulator starts at C[b, i, j] (D = A B + C), not +0
-NPARAMS = I_MODE + 23
+I_FAST_STOCH = I_MODE + 23  # sequential stochastic rounding may take its fast form
+NPARAMS = I_MODE + 24
 
 
 def pack_params(acc, out, mode, subnormals, saturate, seed, order, rounded, unit_b, fast_add=0,
-                fast_out=0, block=None, record=False, has_c=False) -> np.ndarray:  # fmt: skip
+                fast_out=0, block=None, record=False, has_c=False,
+                fast_stoch=0) -> np.ndarray:  # fmt: skip
     """The parameter array P (int64). ``acc``, ``out``: FormatRecords. ``block``: None, or a dict
     of the block FMA's parameters (``prom`` a FormatRecord, ``n``, ``align``, ``align_mode``,
     ``bmode``, ``bfast``, ``normalize``, ``min_exp``, ``in_subn``, ``acc_subn``,
@@ -138,7 +145,8 @@ def pack_params(acc, out, mode, subnormals, saturate, seed, order, rounded, unit
             b.get("n", 1), b.get("align", -1), b.get("align_mode", 0), b.get("bmode", mode),
             b.get("bfast", 0), b.get("normalize", 0), b.get("min_exp", -100000),
             b.get("in_subn", 1), b.get("acc_subn", 1), b.get("promote", 0),
-            b.get("in_emin", -1022), b.get("c_emin", -1022), int(record), int(has_c)]  # fmt: skip
+            b.get("in_emin", -1022), b.get("c_emin", -1022), int(record), int(has_c),
+            fast_stoch]  # fmt: skip
     p = np.array(head + [int(v) for v in rest], dtype=np.int64)
     assert p.size == NPARAMS
     return p
@@ -268,35 +276,43 @@ def sequential_reduce(A, B, P, acc, bi, i, j0, m, S, T, base0, stride, LOG):
 
 
 @register_jitable
-def nearest_step(S, T, m, plain, kf):
-    """``S[j] = acc(S[j] + T[j])`` for every lane, nearest even, fast forms: the float64 sum
-    (``plain``, where innocuous) or two_sum + round to odd; no test inside either loop, so that
-    each compiles to straight vector code."""
-    if plain:
+def nearest_step(S, A, B, bi, i, k, j0, m, unit, plain, kf):
+    """``S[j] = acc(S[j] + t_j)`` for every lane, t_j = A[bi, i, k] * B[bi, k, j0 + j] (a sum:
+    A's value), nearest even, fast forms: the float64 sum (``plain``, where innocuous) or
+    two_sum + round to odd. No test inside the loops: each compiles to straight vector code."""
+    a = A[bi, i, k]
+    if unit:
+        S[0] = round_fast_nearest_even(S[0] + a if plain else add_odd(S[0], a), kf)
+    elif plain:
         for j in range(m):
-            S[j] = round_fast_nearest_even(S[j] + T[j], kf)
+            S[j] = round_fast_nearest_even(S[j] + a * B[bi, k, j0 + j], kf)
     else:
         for j in range(m):
-            S[j] = round_fast_nearest_even(add_odd(S[j], T[j]), kf)
+            S[j] = round_fast_nearest_even(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
 
 
 @register_jitable
-def directed_step(S, T, m, mode, kf):
-    """``S[j] = acc(S[j] + T[j])`` for every lane in a directed mode or ties-away, fast forms:
-    two_sum + round to odd, then one loop per mode."""
-    if mode == TOWARD_ZERO:
+def directed_step(S, A, B, bi, i, k, j0, m, unit, mode, kf):
+    """:func:`nearest_step` in a directed mode or ties-away: two_sum + round to odd, then one
+    loop per mode."""
+    a = A[bi, i, k]
+    if unit:
+        t = a
+        S[0] = down_zero(S[0], t, round_fast(add_odd(S[0], t), mode, kf), mode)
+    elif mode == TOWARD_ZERO:
         for j in range(m):
-            S[j] = round_fast_toward_zero(add_odd(S[j], T[j]), kf)
+            S[j] = round_fast_toward_zero(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
     elif mode == UP:
         for j in range(m):
-            S[j] = round_fast_up(add_odd(S[j], T[j]), kf)
+            S[j] = round_fast_up(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
     elif mode == DOWN:
         for j in range(m):
             x = S[j]
-            S[j] = down_zero(x, T[j], round_fast_down(add_odd(x, T[j]), kf), DOWN)
+            t = a * B[bi, k, j0 + j]
+            S[j] = down_zero(x, t, round_fast_down(add_odd(x, t), kf), DOWN)
     else:
         for j in range(m):
-            S[j] = round_fast_nearest_away(add_odd(S[j], T[j]), kf)
+            S[j] = round_fast_nearest_away(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
 
 
 @register_jitable
@@ -306,14 +322,14 @@ def nearest_row(A, B, out, bi, i, j0, m, S, T, P):
     the common case, which compiles without ``scalar.convert`` or the other modes."""
     kf = fast_round_constants(unflatten(P, I_ACC), P[I_SUBN], P[I_SAT])
     plain = P[I_FAST_ADD] == 1
+    unit = P[I_UNIT_B] == 1
     K = A.shape[2]
-    for k in range(K):
-        load_terms(A, B, P, bi, i, k, j0, m, T)
-        if k == 0:
-            for j in range(m):
-                S[j] = round_fast_nearest_even(T[j], kf)  # the first term, rounded alone
-        else:
-            nearest_step(S, T, m, plain, kf)
+    if K > 0:
+        load_terms(A, B, P, bi, i, 0, j0, m, T)
+        for j in range(m):
+            S[j] = round_fast_nearest_even(T[j], kf)  # the first term, rounded alone
+    for k in range(1, K):
+        nearest_step(S, A, B, bi, i, k, j0, m, unit, plain, kf)
     ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
     for j in range(m):
         out[bi, i, j0 + j] = round_fast_nearest_even(S[j] if K > 0 else 0.0, ko)
@@ -324,17 +340,74 @@ def directed_row(A, B, out, bi, i, j0, m, S, T, P):
     """:func:`nearest_row` for the directed modes and ties-away (``P[I_MODE]``)."""
     kf = fast_round_constants(unflatten(P, I_ACC), P[I_SUBN], P[I_SAT])
     mode = P[I_MODE]
+    unit = P[I_UNIT_B] == 1
     K = A.shape[2]
-    for k in range(K):
-        load_terms(A, B, P, bi, i, k, j0, m, T)
-        if k == 0:
-            for j in range(m):
-                S[j] = round_fast(T[j], mode, kf)  # the first term, rounded alone
-        else:
-            directed_step(S, T, m, mode, kf)
+    if K > 0:
+        load_terms(A, B, P, bi, i, 0, j0, m, T)
+        for j in range(m):
+            S[j] = round_fast(T[j], mode, kf)  # the first term, rounded alone
+    for k in range(1, K):
+        directed_step(S, A, B, bi, i, k, j0, m, unit, mode, kf)
     ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
     for j in range(m):
         out[bi, i, j0 + j] = round_fast(S[j] if K > 0 else 0.0, mode, ko)
+
+
+@register_jitable
+def stochastic_row(A, B, out, bi, i, j0, m, W, RBITS, P):
+    """``out[bi, i, j0 + j]``: the sequential reduction with exact products and stochastic
+    rounding (``P[I_FAST_STOCH]``). Each step splits ``s + t`` exactly with two_sum; where the
+    float64 sum is exact (nearly always) it is rounded by ``round_fast_stochastic`` in a loop
+    that vectorises, and the few lanes where it is not are redone with ``add_rounded`` after
+    the loop. Same random bits, same results as the general path."""
+    acc = unflatten(P, I_ACC)
+    outf = unflatten(P, I_OUT)
+    kf = fast_round_constants(acc, P[I_SUBN], P[I_SAT])
+    seed = P[I_SEED]
+    subn = P[I_SUBN]
+    sat = P[I_SAT]
+    unit = P[I_UNIT_B] == 1
+    K = A.shape[2]
+    stride = 2 * K + 1
+    base0 = event_base(bi, i, j0, out.shape[1], out.shape[2], K)
+    S = W[W_S]
+    T = W[W_T]
+    OLD = W[W_X]
+    ERR = W[W_P]
+    RND = RBITS
+    if K > 0:
+        load_terms(A, B, P, bi, i, 0, j0, m, T)
+        for j in range(m):  # the first term, rounded alone (event 1)
+            S[j] = round_fast_stochastic(T[j], random62(seed, base0 + j * stride + 1), kf)
+    key_a, key_b = random62_keys(seed)
+    for k in range(1, K):
+        a = A[bi, i, k]
+        r = 2 * k + 1
+        for j in range(m):  # the random bits first: their own (integer) loop
+            RND[j] = random62_keyed(key_a, key_b, base0 + j * stride + r)
+        inexact = 0
+        for j in range(m):
+            t = a if unit else a * B[bi, k, j0 + j]
+            s = S[j]
+            x, err = two_sum(s, t)
+            S[j] = round_fast_stochastic(x, RND[j], kf)
+            OLD[j] = s
+            ERR[j] = err
+            inexact += not (err == 0.0)  # the float64 sum was not exact (or not finite)
+        if inexact:
+            for j in range(m):
+                if not (ERR[j] == 0.0):
+                    t = a if unit else a * B[bi, k, j0 + j]
+                    S[j] = add_rounded(OLD[j], t, acc, STOCHASTIC, subn, sat, RND[j])
+    fast_out = fast_round_ok(outf)
+    ko = fast_round_constants(outf, subn, sat)
+    for j in range(m):
+        v = S[j] if K > 0 else 0.0
+        rand = random62(seed, base0 + j * stride + 2 * K)
+        if fast_out:
+            out[bi, i, j0 + j] = round_fast_stochastic(v, rand, ko)
+        else:
+            out[bi, i, j0 + j] = round_value(v, outf, STOCHASTIC, subn, sat, rand)
 
 
 @register_jitable
@@ -393,30 +466,38 @@ def pairwise_reduce(A, B, P, acc, bi, i, j0, m, S, T, ST, base0, stride, LOG):
 
 # ---- the block FMA ---------------------------------------------------------------------------
 @register_jitable
-def input_pow2(x, P, two_in_emin):
+def input_pow2(x, two_in_emin):
     """2^e of an input x for the alignment: e = floor(log2|x|), at least the inputs' lowest
-    binade (a subnormal input is read there, with a leading 0); 0 for zero and non-finite x
-    (they take no part in the alignment: zeros add nothing, inf/NaN decide the result)."""
-    p = max(pow2_of(x), two_in_emin)
-    return 0.0 if (x == 0.0) | ((x - x) != 0.0) else p
+    binade (a subnormal input is read there, with a leading 0); 0 for zero (it adds nothing).
+    (inf and NaN give something meaningless: their block's result is decided by the plain sum.)"""
+    return 0.0 if x == 0.0 else max(pow2_of(x), two_in_emin)
 
 
 @register_jitable
-def flush_input(x, P, two_in_emin):
-    """A subnormal input read as (signed) zero when the model flushes them."""
-    if P[I_IN_SUBN] == 1:
-        return x
-    return math.copysign(0.0, x) if abs(x) < two_in_emin else x
+def flush_input(x, keep_subnormals, two_in_emin):
+    """A subnormal input read as (signed) zero when the model flushes them (a select; NaN and
+    inf compare false, and pass)."""
+    return math.copysign(0.0, x) if (not keep_subnormals) & (abs(x) < two_in_emin) else x
 
 
 @register_jitable
-def block_round(P, acc, X, E, PS, F, rand, kb, top):
+def block_special(r, v, X, PS, bmode, top):
+    """The block result ``r`` (v rounded) with the model's rules applied as selects: inf/NaN
+    terms (their IEEE sum PS), an exact zero (+0; -0 rounding down or when every term was -0),
+    and overflow (|v| >= 2^(emax + 1): ±inf in every mode). See :func:`block_round`."""
+    neg_zero = (bmode == DOWN) | ((PS == 0.0) & (math.copysign(1.0, PS) < 0.0))
+    r = math.copysign(math.inf, v) if abs(v) >= top else r
+    r = (-0.0 if neg_zero else 0.0) if X == 0.0 else r
+    return PS if (PS - PS) != 0.0 else r
+
+
+@register_jitable
+def block_round(bmode, acc, X, E, PS, F, rand, bfast, kb, top, acc_subn):
     """The block's result in the accumulator: the aligned sum ``X * 2^(E - F)`` rounded with the
-    model's rounding; ``PS`` the plain sum of the block's terms decides inf/NaN and the sign of
-    a zero; ``top = 2^(emax + 1)`` of the accumulator."""
+    model's rounding ``bmode``; ``PS`` the plain sum of the block's terms decides inf/NaN and
+    the sign of a zero; ``top = 2^(emax + 1)`` of the accumulator."""
     if (PS - PS) != 0.0:
         return PS  # an infinite or NaN term (accumulator included): IEEE's sum of them
-    bmode = P[I_BMODE]
     if X == 0.0:
         # An exact zero: +0, -0 when rounding down or when every term was -0 (IEEE 754 6.3).
         neg = (bmode == DOWN) | ((PS == 0.0) & (math.copysign(1.0, PS) < 0.0))
@@ -427,9 +508,9 @@ def block_round(P, acc, X, E, PS, F, rand, kb, top):
         # rounding mode (no IEEE "largest finite" for round-toward-zero: the hardware's
         # exponent overflows, as in Khattak & Mikaitis's models).
         return math.copysign(math.inf, v)
-    if P[I_BFAST] == 1:
+    if bfast:
         return round_fast(v, bmode, kb)
-    return round_value(v, acc, bmode, P[I_ACC_SUBN], 0, rand)
+    return round_value(v, acc, bmode, acc_subn, 0, rand)
 
 
 @register_jitable
@@ -455,7 +536,9 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
 
     ``P[I_ALIGN] = -1`` is exact alignment (one term per block): ``c + p`` correctly rounded.
     The aligned sum is an integer below 2^53 (checked on the host), and every scaling is by a
-    power of two in float64's normal range, so each step above is exact in float64.
+    power of two in float64's normal range, so each step above is exact in float64. Powers of
+    two stand in for exponents (2^E, compared with max), so that the lane loops are plain
+    float arithmetic that vectorises.
     """
     K = A.shape[2]
     S = W[W_S]
@@ -464,15 +547,27 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
     PS = W[W_P]
     O = W[W_O]
     SC = W[W_C]
+    # Every parameter in a local: the lane loops then read nothing from P (an array the
+    # compiler cannot prove unchanged by the loops' stores).
     n = P[I_BLOCK]
     F = P[I_ALIGN]
     unit = P[I_UNIT_B] == 1
+    keep_sub = P[I_IN_SUBN] == 1
+    acc_subn = P[I_ACC_SUBN]
+    rounded = P[I_ROUNDED] == 1
+    normalize = P[I_NORMALIZE] == 1
+    nearest_align = P[I_ALIGN_MODE] == 1
+    bmode = P[I_BMODE]
+    bfast = P[I_BFAST] == 1
+    promote = P[I_PROMOTE]
     two_in_emin = bits_to_float64((P[I_IN_EMIN] + 1023) << 52)
     two_c_emin = bits_to_float64((P[I_C_EMIN] + 1023) << 52)
     e_start = bits_to_float64((max(P[I_MIN_EXP], F - 1022) + 1023) << 52)
+    two_f = bits_to_float64((F + 1023) << 52) if F >= 0 else 1.0
+    two_mf = bits_to_float64((1023 - F) << 52) if F >= 0 else 1.0
     acc_min_normal = bits_to_float64((1 - acc.bias + 1023) << 52)
     top = bits_to_float64((emax_of(acc) + 1 + 1023) << 52)
-    kb = fast_round_constants(acc, P[I_ACC_SUBN], 0)
+    kb = fast_round_constants(acc, acc_subn, 0)
     for j in range(m):
         S[j] = C[bi, i, j0 + j] if P[I_HAS_C] == 1 else 0.0
         O[j] = 0.0
@@ -482,97 +577,98 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
         if F < 0:
             # Exact alignment: one correctly rounded addition per term.
             for k in range(k0, k1):
-                a = flush_input(A[bi, i, k], P, two_in_emin)
+                a = flush_input(A[bi, i, k], keep_sub, two_in_emin)
                 for j in range(m):
-                    b = 1.0 if unit else flush_input(B[bi, k, j0 + j], P, two_in_emin)
+                    b = 1.0 if unit else flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin)
                     rand = block_rand(P, base0 + j * stride, 2 * nblk + 1)
-                    S[j] = add_rounded(S[j], a * b, acc, P[I_BMODE], P[I_ACC_SUBN], 0, rand)
+                    S[j] = add_rounded(S[j], a * b, acc, bmode, acc_subn, 0, rand)
         else:
             # 1. The accumulator's part: flushed when subnormal (if the model flushes), its
             #    exponent (that of c read in the datapath's binary32-like format), and the
             #    starting values of the block's largest exponent and plain sum.
+            flush_c = acc_subn == 0
             for j in range(m):
                 c = S[j]
-                if P[I_ACC_SUBN] == 0 and abs(c) < acc_min_normal:
-                    c = math.copysign(0.0, c)
-                    S[j] = c
-                pc = max(pow2_of(c), two_c_emin)
-                pc = 0.0 if (c == 0.0) | ((c - c) != 0.0) else pc
+                c = math.copysign(0.0, c) if flush_c & (abs(c) < acc_min_normal) else c
+                S[j] = c
+                pc = 0.0 if c == 0.0 else max(pow2_of(c), two_c_emin)
                 E[j] = max(pc, e_start)
                 PS[j] = c
             # The products' exponents: 2^(e_a + e_b), or the product's own.
             for k in range(k0, k1):
-                a = flush_input(A[bi, i, k], P, two_in_emin)
-                pa = input_pow2(a, P, two_in_emin)
-                if P[I_NORMALIZE] == 1 or P[I_ROUNDED] == 1:
+                a = flush_input(A[bi, i, k], keep_sub, two_in_emin)
+                pa = input_pow2(a, two_in_emin)
+                if normalize or rounded:
                     for j in range(m):
-                        b = 1.0 if unit else flush_input(B[bi, k, j0 + j], P, two_in_emin)
+                        b = 1.0 if unit else flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin)
                         p = a * b
-                        if P[I_ROUNDED] == 1:
+                        if rounded:
                             p = round_value(p, acc, NEAREST_EVEN, 1, 0, 0)
-                            pe = max(pow2_of(p), two_c_emin)
+                            pe = 0.0 if p == 0.0 else max(pow2_of(p), two_c_emin)
                         elif unit:
                             pe = pa  # a single operand: |a| < 2 pa, nothing to normalise
                         else:
-                            pe = pa * input_pow2(b, P, two_in_emin)
+                            pe = pa * input_pow2(b, two_in_emin)
                             pe = pe + pe if abs(p) >= pe + pe else pe
-                        pe = 0.0 if (p == 0.0) | ((p - p) != 0.0) else pe
                         E[j] = max(E[j], pe)
+                elif pa == 0.0:
+                    continue  # a zero: its products take no part in the alignment
                 elif unit:
                     for j in range(m):
                         E[j] = max(E[j], pa)
                 else:
                     for j in range(m):
-                        pb = input_pow2(flush_input(B[bi, k, j0 + j], P, two_in_emin), P,
+                        pb = input_pow2(flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin),
                                         two_in_emin)  # fmt: skip
                         E[j] = max(E[j], pa * pb)
             # 2. Align: every magnitude in units of 2^(E - F), cut to an integer; c first.
             for j in range(m):
-                SC[j] = inv_pow2_of(E[j]) * bits_to_float64((F + 1023) << 52)
+                SC[j] = inv_pow2_of(E[j]) * two_f
                 c = S[j]
                 u = abs(c) * SC[j]
-                u = rint_f64(u) if P[I_ALIGN_MODE] == 1 else trunc_f64(u)
-                X[j] = math.copysign(u, c) if (c - c) == 0.0 else 0.0
+                X[j] = math.copysign(rint_f64(u) if nearest_align else trunc_f64(u), c)
             # 3. Add the aligned products, exactly; keep their plain sum for inf/NaN and zeros.
+            #    (X goes wrong for inf/NaN terms, but their plain sum then decides the result.)
             for k in range(k0, k1):
-                a = flush_input(A[bi, i, k], P, two_in_emin)
-                if P[I_ROUNDED] == 1:
+                a = flush_input(A[bi, i, k], keep_sub, two_in_emin)
+                if rounded or nearest_align or unit:
                     for j in range(m):
-                        b = 1.0 if unit else flush_input(B[bi, k, j0 + j], P, two_in_emin)
-                        p = round_value(a * b, acc, NEAREST_EVEN, 1, 0, 0)
+                        b = 1.0 if unit else flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin)
+                        p = a * b
+                        if rounded:
+                            p = round_value(p, acc, NEAREST_EVEN, 1, 0, 0)
                         PS[j] += p
                         u = abs(p) * SC[j]
-                        u = rint_f64(u) if P[I_ALIGN_MODE] == 1 else trunc_f64(u)
-                        X[j] += math.copysign(u, p) if (p - p) == 0.0 else 0.0
-                elif P[I_ALIGN_MODE] == 1:
-                    for j in range(m):
-                        b = 1.0 if unit else flush_input(B[bi, k, j0 + j], P, two_in_emin)
-                        p = a * b
-                        PS[j] += p
-                        u = rint_f64(abs(p) * SC[j])
-                        X[j] += math.copysign(u, p) if (p - p) == 0.0 else 0.0
-                elif unit:
-                    for j in range(m):
-                        PS[j] += a
-                        u = trunc_f64(abs(a) * SC[j])
-                        X[j] += math.copysign(u, a) if (a - a) == 0.0 else 0.0
+                        X[j] += math.copysign(rint_f64(u) if nearest_align else trunc_f64(u), p)
                 else:
                     for j in range(m):
-                        p = a * flush_input(B[bi, k, j0 + j], P, two_in_emin)
+                        p = a * flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin)
                         PS[j] += p
-                        u = trunc_f64(abs(p) * SC[j])
-                        X[j] += math.copysign(u, p) if (p - p) == 0.0 else 0.0
-            # 4. One rounding into the accumulator (event 2 * block + 1).
-            for j in range(m):
-                rand = block_rand(P, base0 + j * stride, 2 * nblk + 1)
-                S[j] = block_round(P, acc, X[j], E[j], PS[j], F, rand, kb, top)
+                        X[j] += math.copysign(trunc_f64(abs(p) * SC[j]), p)
+            # 4. One rounding into the accumulator (event 2 * block + 1); the common modes in
+            #    branch-free loops.
+            if bfast and bmode == TOWARD_ZERO:
+                for j in range(m):
+                    v = X[j] * (E[j] * two_mf)
+                    r = round_fast_toward_zero(v, kb)
+                    S[j] = block_special(r, v, X[j], PS[j], bmode, top)
+            elif bfast and bmode == NEAREST_EVEN:
+                for j in range(m):
+                    v = X[j] * (E[j] * two_mf)
+                    r = round_fast_nearest_even(v, kb)
+                    S[j] = block_special(r, v, X[j], PS[j], bmode, top)
+            else:
+                for j in range(m):
+                    rand = block_rand(P, base0 + j * stride, 2 * nblk + 1)
+                    S[j] = block_round(bmode, acc, X[j], E[j], PS[j], F, rand, bfast, kb, top,
+                                       acc_subn)  # fmt: skip
         nblk += 1
         # 5. Promotion of the partial sum to the wider format, every P[I_PROMOTE] terms.
-        if P[I_PROMOTE] > 0 and (k1 % P[I_PROMOTE] == 0 or k1 == K):
+        if promote > 0 and (k1 % promote == 0 or k1 == K):
             for j in range(m):
                 O[j] = add_rounded(O[j], S[j], prom, NEAREST_EVEN, 1, 0, 0)
                 S[j] = 0.0
-    if P[I_PROMOTE] == 0:
+    if promote == 0:
         for j in range(m):
             O[j] = S[j]
 
@@ -581,14 +677,13 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
 @register_jitable
 def fast_kind(P):
     """Which fast sequential kernel runs these parameters: 1 nearest even, 2 another
-    deterministic mode, 0 none (another order, rounded products, a log, or no fast form)."""
-    if not (
-        P[I_FAST_ADD] != 0
-        and P[I_FAST_OUT] == 1
-        and P[I_ORDER] == SEQUENTIAL
-        and P[I_ROUNDED] == 0
-        and P[I_RECORD] == 0
-    ):
+    deterministic mode, 3 stochastic rounding, 0 none (another order, rounded products, a log,
+    or no fast form)."""
+    if P[I_ORDER] != SEQUENTIAL or P[I_ROUNDED] != 0 or P[I_RECORD] != 0:
+        return 0
+    if P[I_FAST_STOCH] == 1:
+        return 3
+    if P[I_FAST_ADD] == 0 or P[I_FAST_OUT] == 0:
         return 0
     return 1 if P[I_MODE] == NEAREST_EVEN else 2
 
@@ -646,13 +741,13 @@ def reduce_row(A, B, C, out, bi, i, j0, m, W, ST, LOG, P):
     once to the output format (event 2K). ``A``: (nb, n, K); ``B``: (nb, K, M) (unused for a
     sum); ``C``: (nb, n, M) starting accumulators of a block FMA (read when ``P[I_HAS_C]``);
     ``W``: (NW, >= m) work; ``ST``: (levels, >= m) pairwise stack; ``LOG``: trace rows.
-    (The CPU calls :func:`nearest_row`, :func:`directed_row`, :func:`general_row` or
-    :func:`block_row` directly, so that each kernel compiles only what it runs.)"""
+
+    The CUDA kernel and :func:`fpsim.arith.trace_sum` run this (with the general form of every
+    step); the CPU calls :func:`nearest_row`, :func:`directed_row`, :func:`stochastic_row`,
+    :func:`general_row` or :func:`block_row` directly, so that each of its kernels compiles
+    only what it runs -- the same steps, in their fast forms where :func:`fast_kind` allows.
+    """
     if P[I_ORDER] == BLOCK:
         block_row(A, B, C, out, bi, i, j0, m, W, P)
-    elif fast_kind(P) == 1:
-        nearest_row(A, B, out, bi, i, j0, m, W[W_S], W[W_T], P)
-    elif fast_kind(P) == 2:
-        directed_row(A, B, out, bi, i, j0, m, W[W_S], W[W_T], P)
     else:
         general_row(A, B, out, bi, i, j0, m, W, ST, LOG, P)
