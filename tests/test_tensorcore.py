@@ -442,11 +442,30 @@ def test_model_applies_only_to_its_input_formats():
     from fpsim.autograd.precision import resolve_accumulator
 
     m = arith.get_accumulation("h100_fp8")
-    assert resolve_accumulator(m, fpsim.get_format("fp8_e4m3")) is m
-    assert resolve_accumulator(m, fpsim.get_format("fp32")).name == "fp32"
+    r = resolve_accumulator(m, fpsim.get_format("fp8_e4m3"))
+    assert r.model is m and r.input_format.name == "fp8_e4m3" and r == arith.E8M13
+    plain = resolve_accumulator(m, fpsim.get_format("fp32"))
+    assert plain == fpsim.fp32 and not hasattr(plain, "model")
+    assert resolve_accumulator("h100_fp8_promote128", fpsim.get_format("fp8_e5m2")) == fpsim.fp32
     with fpsim.matmul_accumulation("h100_fp16"):
         a = fpsim.tensor(np.ones((2, 3), np.float32))
         assert (a @ fpsim.tensor(np.ones((3, 2), np.float32))).numpy().tolist() == [[3.0] * 2] * 2
     with pytest.raises(ValueError, match="unknown format|not a format|unknown"):
         with fpsim.matmul_accumulation("h900_fp4"):
             pass
+
+
+def test_linear_with_bias_adds_it_to_the_models_accumulator():
+    # h100_fp8 keeps its sums in e8m13: linear adds the bias there (one rounding into e8m13),
+    # then rounds once to the layer's format; oracle: arith.matmul with the model
+    rng = np.random.default_rng(0)
+    lin = fpsim.nn.Linear(64, 4, format="fp8_e4m3", seed=0)
+    x = fpsim.tensor(rng.uniform(0, 1, (2, 64)), format="fp8_e4m3")
+    with fpsim.matmul_accumulation("h100_fp8"):
+        y = lin(x)
+    w = lin.weight.detach().numpy().astype(np.float64)
+    b = lin.bias.detach().numpy().astype(np.float64)
+    acc = arith.matmul(x.numpy().astype(np.float64), w.T, "fp8_e4m3", accumulation="h100_fp8",
+                       out_fmt="e8m13")  # fmt: skip
+    want = fpsim.round_to(fpsim.round_to(acc + b, "e8m13"), "fp8_e4m3")
+    assert same_bits(y.detach().numpy(), want)

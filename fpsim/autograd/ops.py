@@ -24,7 +24,6 @@ from .precision import (
     _info,
     _matmul_values,
     acc_dtype,
-    accumulator_format,
     resolve_accumulator,
     to_format,
 )
@@ -490,12 +489,11 @@ class Linear(Function):
         if b is None:
             out = _matmul_values(x2, w.T, fmt, acc)
         else:
-            a_fmt = accumulator_format(acc)
-            m = _matmul_values(x2, w.T, fmt, acc, out=a_fmt)  # the accumulator's values
-            if _info(a_fmt).native:
+            m = _matmul_values(x2, w.T, acc, acc)  # the accumulator's values
+            if _info(acc).native:
                 s = m + b.astype(m.dtype, copy=False)
             else:
-                s = to_format(m.astype(F64) + b, a_fmt)
+                s = to_format(m.astype(F64) + b, acc)
             out = to_format(s, fmt)
         return out.reshape(x.shape[:-1] + (w.shape[0],))
 

@@ -32,7 +32,7 @@ __all__ = [
     "matmul_accumulation",
     "get_matmul_accumulation",
     "set_matmul_accumulation",
-    "accumulator_format",
+    "ModelAccumulator",
 ]
 
 F32 = np.dtype(np.float32)
@@ -238,44 +238,62 @@ def matmul_accumulation(acc):
         _acc_state.acc = old
 
 
-def resolve_accumulator(acc, fmt: Format):
-    """The accumulation of a matrix product in ``fmt``: a Format never narrower than ``fmt``, or
-    the hardware model when it describes ``fmt`` (else fp32, or ``fmt`` if wider)."""
+class ModelAccumulator(Format):
+    """The accumulator format of a hardware accumulation model (where its sums end up: the
+    accumulator, or the format it promotes to), carrying the model and the matmul's input
+    format: it *is* the accumulator's Format (equal to it, same container), so
+    every op that treats its accumulation as a format -- adds a bias in it, rounds into it,
+    calls ``_matmul_values(x, w, acc, acc)`` for "the accumulator's values" -- works unchanged,
+    and :func:`_matmul_values` recognises it and computes the products with the model."""
+
+    __slots__ = ("model", "input_format")
+
+    def __init__(self, model, fmt: Format) -> None:
+        a = model.promote_to if model.promote_every else model.acc  # where the sums end up
+        super().__init__(a.exp_bits, a.man_bits, a.bias, has_inf=a.has_inf, nan=a.nan,
+                         has_subnormals=a.has_subnormals, signed=a.signed, name=a.name)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "input_format", fmt)
+
+    def __repr__(self) -> str:
+        return f"ModelAccumulator({self.model.name}, {self.input_format.name} inputs)"
+
+
+def resolve_accumulator(acc, fmt: Format) -> Format:
+    """The accumulation of a matrix product in ``fmt``: a Format never narrower than ``fmt``, or,
+    when the hardware model describes ``fmt``, the model's :class:`ModelAccumulator` (a model
+    applied to other formats gives fp32, or ``fmt`` if wider)."""
     acc = get_matmul_accumulation() if acc is None else _accumulation(acc)
     if not isinstance(acc, (Format, str)):  # a hardware model
         if acc.inputs is None or fmt.name in acc.inputs:
-            return acc
+            return ModelAccumulator(acc, fmt)
         acc = fp32
     a = fmt if (isinstance(acc, str) and acc == "input") else acc
     return a if contains(a, fmt) else fmt
 
 
-def accumulator_format(acc) -> Format:
-    """The format an accumulation keeps its sums in (a model's accumulator)."""
-    return acc if isinstance(acc, Format) else acc.acc
-
-
-def _matmul_values(a: np.ndarray, b: np.ndarray, fmt: Format, acc, out: Format | None = None):
+def _matmul_values(a: np.ndarray, b: np.ndarray, fmt: Format, acc: Format) -> np.ndarray:
     """THE matrix product of the engine (every matmul/mm/linear product, forward and backward,
     goes through here): arrays holding values of ``fmt``, numpy matmul shapes (batches
-    broadcast) -> ``a @ b`` accumulated in ``acc`` (a Format, or a hardware model), rounded once
-    to ``out`` (default ``fmt``), in that format's container dtype.
+    broadcast) -> ``a @ b`` accumulated in ``acc``, rounded once to ``fmt``, in ``fmt``'s
+    container dtype. ``acc`` may be a :class:`ModelAccumulator` (a hardware model): the inputs
+    are then values of its input format even where ``fmt`` is the accumulator itself (as in
+    ``_matmul_values(x, w, acc, acc)``, the accumulator's values), and the model computes.
 
     An fp32/fp64 accumulator with an output of the same format is plain numpy BLAS. Everything
     else goes to ``fpsim.arith.matmul`` (fp32 accumulation there is "float32 BLAS on the stored
     values, then one rounding"; other accumulators round after every addition; a model computes
     as its tensor core).
     """
-    out = fmt if out is None else out
-    info = _info(out)
-    if isinstance(acc, Format) and info.native and acc == out and contains(acc, fmt):
-        # fp32 (fp64) accumulation into fp32 (fp64) of values it holds: numpy's own matmul
-        return np.matmul(a.astype(info.container, copy=False), b.astype(info.container, copy=False))
+    info = _info(fmt)
     from .. import arith  # the layer below the engine; imported here to keep import light
 
-    if isinstance(acc, Format):
-        acc_arg = acc.name if acc.name in list_formats() and get_format(acc.name) == acc else acc
-        res = arith.matmul(a, b, fmt, acc=acc_arg, out_fmt=out)
-    else:
-        res = arith.matmul(a, b, fmt, accumulation=acc, out_fmt=out)
+    if isinstance(acc, ModelAccumulator):
+        out = Format(**fmt._kwargs(), name=fmt.name) if isinstance(fmt, ModelAccumulator) else fmt
+        res = arith.matmul(a, b, acc.input_format, accumulation=acc.model, out_fmt=out)
+        return np.asarray(res).astype(info.container, copy=False)
+    if info.native and acc == fmt:
+        return np.matmul(a.astype(info.container, copy=False), b.astype(info.container, copy=False))
+    acc_arg = acc.name if acc.name in list_formats() and get_format(acc.name) == acc else acc
+    res = arith.matmul(a, b, fmt, acc=acc_arg)
     return np.asarray(res).astype(info.container, copy=False)

@@ -244,6 +244,24 @@ def down_zero(x, y, r, mode):
 
 
 @register_jitable
+def merge_lanes(P, acc, X, Y, Z, m, base0, stride, r, kf):
+    """``Z[j] = acc(X[j] + Y[j])`` for every lane (event r): the accumulator step of the pairwise
+    order, in one branch-free loop when the fast forms apply."""
+    fa = P[I_FAST_ADD]
+    mode = P[I_MODE]
+    if fa != 0 and mode == NEAREST_EVEN:
+        for j in range(m):
+            Z[j] = round_fast_nearest_even(add_odd(X[j], Y[j]), kf)
+    elif fa != 0 and mode != DOWN:
+        for j in range(m):
+            Z[j] = round_fast(add_odd(X[j], Y[j]), mode, kf)
+    else:
+        for j in range(m):
+            rand = rand_for(P, base0 + j * stride, r)
+            Z[j] = acc_add(P, acc, X[j], Y[j], rand, kf)
+
+
+@register_jitable
 def acc_round(P, acc, x, rand, kf):
     """A lone term rounded to the accumulator."""
     if P[I_FAST_ADD] != 0:
@@ -428,9 +446,7 @@ def pairwise_reduce(A, B, P, acc, bi, i, j0, m, S, T, ST, base0, stride, LOG):
         while c & 1:
             x0 = ST[lvl, 0]
             y0 = T[0]
-            for j in range(m):
-                rand = rand_for(P, base0 + j * stride, 2 * cnt + 1)
-                T[j] = acc_add(P, acc, ST[lvl, j], T[j], rand, kf)
+            merge_lanes(P, acc, ST[lvl], T, T, m, base0, stride, 2 * cnt + 1, kf)
             log_step(LOG, P, cnt, 1, x0, y0, T[0])
             cnt += 1
             c >>= 1
@@ -451,9 +467,7 @@ def pairwise_reduce(A, B, P, acc, bi, i, j0, m, S, T, ST, base0, stride, LOG):
             else:
                 x0 = ST[lvl, 0]
                 y0 = S[0]
-                for j in range(m):
-                    rand = rand_for(P, base0 + j * stride, 2 * cnt + 1)
-                    S[j] = acc_add(P, acc, ST[lvl, j], S[j], rand, kf)
+                merge_lanes(P, acc, ST[lvl], S, S, m, base0, stride, 2 * cnt + 1, kf)
                 log_step(LOG, P, cnt, 1, x0, y0, S[0])
                 cnt += 1
     if K == 1 and P[I_ROUNDED] == 0:
