@@ -1,4 +1,5 @@
-"""Time per training step (forward + backward + SGD step) of a 4-layer MLP, in one process.
+"""Time per training step (forward + backward + SGD step) of a 4-layer MLP, the char-level GPT
+and the small CNN of ``fpsim.models``, in one process.
 
 Network: Linear(512, 512) -> ReLU -> Linear(512, 512) -> ReLU -> Linear(512, 512) -> ReLU ->
 Linear(512, 10), cross-entropy loss, batch 256, SGD(lr=0.01, momentum=0.9).
@@ -25,7 +26,18 @@ To add rows, append ``(name, factory)`` to ``RECIPES`` -- see ``add_recipe`` bel
 ``factory(x, y, weights)`` gets the batch and the shared initial weights (float32 arrays
 ``[(W, b), ...]``, W of shape ``(out, in)``).
 
-    python benchmarks/bench_train.py [--rounds 6] [--block 6] [--threads 1]
+The GPT and CNN tables (``--model gpt`` / ``cnn``): :class:`fpsim.models.CharGPT` (2 layers, 4
+heads, width 64, context 32, batch 32 windows of the sonnets) and
+:class:`fpsim.models.SmallCNN` (conv-BN-ReLU-pool x2, batch 64 images of 16 x 16 from
+``fpsim.data.shapes``), SGD with momentum, cross-entropy; rows ``fpsim fp32``, ``fpsim bf16
+autocast`` (``autocast("cpu")``) and ``torch fp32 (CPU)`` -- the same model written in
+torch.nn (``tests/torch_twins.py``) loaded with the same weights. Target: fpsim fp32 within 2x
+of torch fp32. Other rows (precision recipes) go into ``MODEL_RECIPES[model]`` with
+``add_model_recipe``: ``factory(model, batch)`` gets a fresh fpsim model with the shared
+weights and the batch, and returns a ``step()`` closure.
+
+    python benchmarks/bench_train.py [--model mlp|gpt|cnn|all] [--rounds 6] [--block 6]
+                                     [--threads 1]
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 # Before numpy/torch start their thread pools: ``--threads N`` (default 1) fixes every pool's
 # size; 0 keeps each library's default. On a small shared machine several spinning pools
@@ -209,14 +222,101 @@ def _optional_recipes() -> None:
         pass
 
 
+# ---- the GPT and the CNN ---------------------------------------------------------------------
+
+GPT = dict(block_size=32, n_layer=2, n_head=4, n_embd=64)
+GPT_BATCH, CNN_BATCH, CNN_SIZE = 32, 64, 16
+
+
+def model_problem(which: str):
+    """A fresh fpsim model (seed 0) and one batch ``(inputs, targets)`` as numpy arrays."""
+    from fpsim import data, models
+
+    if which == "gpt":
+        X, Y, vocab = data.char_dataset(seq_len=GPT["block_size"])
+        return models.CharGPT(len(vocab), seed=0, **GPT), (X[:GPT_BATCH], Y[:GPT_BATCH])
+    X, y = data.shapes(CNN_BATCH, size=CNN_SIZE, seed=0)
+    return models.SmallCNN(image_size=CNN_SIZE, seed=0), (X, y)
+
+
+def _fpsim_loss(model, batch):
+    from fpsim.autograd import tensor
+    from fpsim.nn import functional as F
+
+    x, y = batch
+    out = model(tensor(x))
+    return F.cross_entropy(out.reshape(-1, out.shape[-1]), tensor(y.reshape(-1)))
+
+
+def fpsim_model_step(model, batch, autocast_device: str | None = None):
+    """A step of fpsim's loop; ``autocast_device`` runs the forward under ``autocast`` (fp32
+    parameters, its default low-precision dtype)."""
+    from contextlib import nullcontext
+
+    from fpsim import optim
+    from fpsim.amp import autocast
+
+    opt = optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    region = (lambda: autocast(autocast_device)) if autocast_device else nullcontext
+
+    def step():
+        with region():
+            loss = _fpsim_loss(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def fpsim_model_fp32(model, batch):
+    return fpsim_model_step(model, batch)
+
+
+def fpsim_model_bf16_autocast(model, batch):
+    """autocast("cpu"): bf16 matmuls, convolutions and attention (fp32 accumulation)."""
+    return fpsim_model_step(model, batch, "cpu")
+
+
+def torch_model_fp32(model, batch):
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from torch_twins import twin_of
+
+    twin = twin_of(model)
+    opt = torch.optim.SGD(twin.parameters(), lr=LR, momentum=MOMENTUM)
+    x, y = (torch.from_numpy(np.ascontiguousarray(a)) for a in batch)
+
+    def step():
+        out = twin(x)
+        loss = torch.nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+MODEL_RECIPES: dict[str, list[tuple[str, object]]] = {
+    m: [("fpsim fp32", fpsim_model_fp32), ("fpsim bf16 autocast", fpsim_model_bf16_autocast)]
+    for m in ("gpt", "cnn")
+}
+
+
+def add_model_recipe(model: str, name: str, factory) -> None:
+    """Add a row to the GPT or CNN table (see the module docstring)."""
+    MODEL_RECIPES[model].append((name, factory))
+
+
 # ---- running ---------------------------------------------------------------------------------
 
 
-def run(rounds: int = 6, block: int = 6) -> list[tuple[str, float, float, float, float]]:
-    _optional_recipes()
-    x, y, weights = make_problem()
-    fns = [(name, factory(x, y, weights)) for name, factory in RECIPES]
-    first_losses = {name: fn() for name, fn in fns}  # same weights, same batch: same loss
+def _time(fns: list, rounds: int, block: int) -> dict[str, list[float]]:
+    """Median-ready step times: the recipes take turns in blocks; each block's first step is
+    not timed."""
     times: dict[str, list[float]] = {name: [] for name, _ in fns}
     for _ in range(rounds):
         for name, fn in fns:
@@ -225,6 +325,15 @@ def run(rounds: int = 6, block: int = 6) -> list[tuple[str, float, float, float,
                 t0 = time.perf_counter()
                 fn()
                 times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def run(rounds: int = 6, block: int = 6) -> list[tuple[str, float, float, float, float]]:
+    _optional_recipes()
+    x, y, weights = make_problem()
+    fns = [(name, factory(x, y, weights)) for name, factory in RECIPES]
+    first_losses = {name: fn() for name, fn in fns}  # same weights, same batch: same loss
+    times = _time(fns, rounds, block)
     base = statistics.median(times[fns[0][0]])
     fp32 = statistics.median(times["fpsim fp32"])
     rows = []
@@ -234,25 +343,77 @@ def run(rounds: int = 6, block: int = 6) -> list[tuple[str, float, float, float,
     return rows
 
 
+def run_model(which: str, rounds: int = 6, block: int = 6):
+    """Rows ``(recipe, ms/step, x torch fp32, x fpsim fp32, first loss)`` for the GPT or CNN
+    (``x torch`` is NaN without torch)."""
+    recipes = list(MODEL_RECIPES[which])
+    try:
+        import torch  # noqa: F401
+
+        recipes.append(("torch fp32 (CPU)", torch_model_fp32))
+    except ImportError:
+        pass
+    fns = []
+    for name, factory in recipes:
+        model, batch = model_problem(which)  # a fresh model each: the same initial weights
+        fns.append((name, factory(model, batch)))
+    first_losses = {name: fn() for name, fn in fns}
+    for _name, fn in fns:  # a few warm-up steps (numba kernels, caches)
+        fn()
+    times = _time(fns, rounds, block)
+    fp32 = statistics.median(times["fpsim fp32"])
+    ref = statistics.median(times["torch fp32 (CPU)"]) if "torch fp32 (CPU)" in times else None
+    rows = []
+    for name, _ in fns:
+        med = statistics.median(times[name])
+        rows.append((name, med * 1e3, med / ref if ref else float("nan"), med / fp32,
+                     first_losses[name]))  # fmt: skip
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=["mlp", "gpt", "cnn", "all"], default="all")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--block", type=int, default=6)
     ap.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP/numba threads (0: default)")
     args = ap.parse_args()
-    rows = run(args.rounds, args.block)
+    if args.threads:
+        try:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        except ImportError:
+            pass
     threads = "default threads" if args.threads == 0 else f"{args.threads} thread(s)"
-    print(
-        f"MLP {WIDTH}x{DEPTH} layers, batch {BATCH}, SGD momentum; median of "
-        f"{args.rounds} x {args.block - 1} timed steps per recipe; {threads}"
-    )
-    print(
-        f"| {'recipe':<34} | {'ms/step':>8} | {'x numpy':>7} | {'x fpsim fp32':>12} "
-        f"| {'first loss':>10} |"
-    )
-    print(f"|{'-' * 36}|{'-' * 10}|{'-' * 9}|{'-' * 14}|{'-' * 12}|")
-    for name, ms, ratio, ratio32, loss in rows:
-        print(f"| {name:<34} | {ms:8.2f} | {ratio:7.2f} | {ratio32:12.2f} | {loss:10.6f} |")
+    timed = f"median of {args.rounds} x {args.block - 1} timed steps per recipe; {threads}"
+    if args.model in ("mlp", "all"):
+        rows = run(args.rounds, args.block)
+        print(f"MLP {WIDTH}x{DEPTH} layers, batch {BATCH}, SGD momentum; {timed}")
+        print(
+            f"| {'recipe':<34} | {'ms/step':>8} | {'x numpy':>7} | {'x fpsim fp32':>12} "
+            f"| {'first loss':>10} |"
+        )
+        print(f"|{'-' * 36}|{'-' * 10}|{'-' * 9}|{'-' * 14}|{'-' * 12}|")
+        for name, ms, ratio, ratio32, loss in rows:
+            print(f"| {name:<34} | {ms:8.2f} | {ratio:7.2f} | {ratio32:12.2f} | {loss:10.6f} |")
+    for which in ("gpt", "cnn"):
+        if args.model not in (which, "all"):
+            continue
+        rows = run_model(which, args.rounds, args.block)
+        if which == "gpt":
+            what = (f"CharGPT {GPT['n_layer']} layers, {GPT['n_head']} heads, width "
+                    f"{GPT['n_embd']}, context {GPT['block_size']}, batch {GPT_BATCH}")  # fmt: skip
+        else:
+            what = f"SmallCNN (conv-BN-ReLU-pool x2), batch {CNN_BATCH} of {CNN_SIZE}x{CNN_SIZE}"
+        print(f"\n{what}, SGD momentum; {timed}")
+        print(
+            f"| {'recipe':<34} | {'ms/step':>8} | {'x torch fp32':>12} | {'x fpsim fp32':>12} "
+            f"| {'first loss':>10} |"
+        )
+        print(f"|{'-' * 36}|{'-' * 10}|{'-' * 14}|{'-' * 14}|{'-' * 12}|")
+        for name, ms, rt, r32, loss in rows:
+            print(f"| {name:<34} | {ms:8.2f} | {rt:12.2f} | {r32:12.2f} | {loss:10.6f} |")
 
 
 if __name__ == "__main__":

@@ -5,20 +5,25 @@
 0.0999755859375
 """
 
-from . import amp, arith, autograd, data, memory, nn, optim, scaling
+from . import amp, arith, autograd, data, memory, models, nn, optim, scaling
 from .amp import GradScaler, autocast, get_autocast_dtype, is_autocast_enabled
 from .arith import explain_op, trace_sum
 from .autograd import (
     Function,
     Tensor,
     arange,
+    baddbmm,
+    bmm,
     cat,
+    einsum,
     enable_grad,
     from_numpy,
     full,
     is_grad_enabled,
     manual_seed,
     matmul_accumulation,
+    maximum,
+    minimum,
     no_grad,
     ones,
     ones_like,
@@ -116,6 +121,7 @@ __all__ = [
     "compare",
     "amp",
     "memory",
+    "models",
     "autocast",
     "GradScaler",
     "is_autocast_enabled",
@@ -144,6 +150,11 @@ __all__ = [
     "cat",
     "stack",
     "where",
+    "bmm",
+    "baddbmm",
+    "einsum",
+    "maximum",
+    "minimum",
     "no_grad",
     "enable_grad",
     "set_grad_enabled",

@@ -49,6 +49,6 @@ def clip_grad_norm_(
     return _clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite)
 
 
-# `from fpsim.nn.utils import clip_grad_norm_` works as with torch although fpsim.nn is a
-# module, not a package (the way os.path is registered).
+# `from fpsim.nn.utils import clip_grad_norm_` works as with torch although this module lives
+# outside the fpsim.nn package (it imports fpsim.optim; the way os.path is registered).
 sys.modules.setdefault("fpsim.nn.utils", sys.modules[__name__])

@@ -104,8 +104,10 @@ for _line in REFERENCE_TABLE.strip().splitlines():
     REF[_op] = {"cpu": _cpu, "cuda": "error" if _cuda.startswith("other") else _cuda}
 
 # fpsim engine op -> the reference row it is (ops on no list are untouched)
-ENGINE_TO_REF = {"pow": "__pow__", "max": "max_reduce", "dropout": "dropout_train"}
-NOT_LISTED = {"neg", "reshape", "view", "transpose", "permute", "clone", "index"}
+ENGINE_TO_REF = {"pow": "__pow__", "max": "max_reduce", "dropout": "dropout_train",
+                 "batch_norm": "batch_norm_eval", "minimum": "maximum"}  # fmt: skip
+NOT_LISTED = {"neg", "reshape", "view", "transpose", "permute", "clone", "index", "masked_fill",
+              "adaptive_avg_pool2d"}  # fmt: skip
 
 
 def ref_policy(op, device):
@@ -188,7 +190,30 @@ OPS = {
     "permute": (1, lambda a: T((3, 4), a).permute(1, 0)),
     "clone": (1, lambda a: T((3, 4), a).clone()),
     "index": (1, lambda a: T((3, 4), a)[1:]),
-}
+    "bmm": (2, lambda a, b: F.bmm(T((2, 3, 4), a), T((2, 4, 2), b, 1))),
+    "baddbmm": (2, lambda a, b: F.baddbmm(T((2, 3, 2), a), T((2, 3, 4), b, 1), T((2, 4, 2), a, 2))),
+    "einsum": (2, lambda a, b: F.einsum("ij,jk->ik", T((3, 4), a), T((4, 2), b, 1))),
+    "conv1d": (2, lambda a, b: F.conv1d(T((1, 2, 5), a), T((3, 2, 3), b, 1), T((3,), b, 2))),
+    "conv2d": (2, lambda a, b: F.conv2d(T((1, 2, 4, 4), a), T((3, 2, 3, 3), b, 1))),
+    "scaled_dot_product_attention": (
+        2, lambda a, b: F.scaled_dot_product_attention(T((2, 3, 4), a), T((2, 5, 4), b, 1),
+                                                       T((2, 5, 4), b, 2))),
+    "softplus": (1, lambda a: F.softplus(T((3, 4), a))),
+    "expm1": (1, lambda a: T((3, 4), a).expm1()),
+    "log1p": (1, lambda a: T((3, 4), a, positive=True).log1p()),
+    "reciprocal": (1, lambda a: T((3, 4), a, positive=True).reciprocal()),
+    "cumsum": (1, lambda a: T((3, 4), a).cumsum(1)),
+    "maximum": (2, lambda a, b: F.maximum(T((3, 4), a), T((3, 4), b, 1))),
+    "minimum": (2, lambda a, b: F.minimum(T((3, 4), a), T((3, 4), b, 1))),
+    "masked_fill": (1, lambda a: T((3, 4), a).masked_fill(T((3, 4), fp32) > 0, 0.5)),
+    "rms_norm": (2, lambda a, b: F.rms_norm(T((3, 4), a), 4, T((4,), b, 1))),
+    "group_norm": (2, lambda a, b: F.group_norm(T((2, 4, 3), a), 2, T((4,), b, 1), T((4,), b, 2))),
+    "batch_norm": (2, lambda a, b: F.batch_norm(T((3, 4), a), None, None, T((4,), b, 1),
+                                                T((4,), b, 2), training=True)),
+    "max_pool2d": (1, lambda a: F.max_pool2d(T((1, 2, 4, 4), a), 2)),
+    "avg_pool2d": (1, lambda a: F.avg_pool2d(T((1, 2, 4, 4), a), 2)),
+    "adaptive_avg_pool2d": (1, lambda a: F.adaptive_avg_pool2d(T((1, 2, 5, 5), a), 2)),
+}  # fmt: skip
 
 
 def test_every_engine_op_is_covered():
@@ -248,15 +273,20 @@ def test_autocast_output_format_of_every_op(op, device, lowp):
             ):
                 build(*fmts)
             continue
-        matmul_like = op in ("matmul", "mm", "linear")
+        matmul_like = op in ("matmul", "mm", "linear", "bmm", "baddbmm", "einsum", "conv1d",
+                             "conv2d", "scaled_dot_product_attention")  # fmt: skip
         with autocast(device, dtype=lowp):
             out = build(*fmts)
         want = expected(policy, fmts, lowp)
         if op == "embedding":  # the weight decides; indices are integers
             want = fmts[0]
-        if (op == "layer_norm" and policy != "FP32" and fmts[0] in (fp16, bf16)
-                and all(f == fp32 for f in fmts[1:])):  # fmt: skip
-            # PyTorch's mixed-type layer_norm: fp16/bf16 input, fp32 weight -> the input's dtype
+        if (op in ("layer_norm", "group_norm", "batch_norm") and policy != "FP32"
+                and fmts[0] in (fp16, bf16) and all(f == fp32 for f in fmts[1:])):  # fmt: skip
+            # PyTorch's mixed-type norms: fp16/bf16 input, fp32 weight -> the input's dtype
+            want = fmts[0]
+        if op == "rms_norm" and policy != "FP32":  # type_as(input): always the input's format
+            want = fmts[0]
+        if op == "masked_fill":  # the value is cast to the input's format
             want = fmts[0]
         assert out.format == want, (op, device, lowp.name, [f.name for f in fmts], out.format)
         if matmul_like and len(set(fmts)) > 1:  # outside autocast, mixed formats are refused
@@ -567,7 +597,7 @@ def test_policy_table_text():
     body = {ln.split()[0]: ln.split()[-2:] for ln in lines[1:]}
     assert set(body) == {n for n, f in registry.items() if f.dispatch}
     assert body["softmax"] == ["untouched", "FP32"] and body["cat"] == ["PROMOTE", "native-widest"]
-    assert "bmm" in amp.policy_table("all") and "bmm" not in text
+    assert "addmm" in amp.policy_table("all") and "addmm" not in text  # an op the engine lacks
 
 
 def test_autocast_demo_runs(capsys):

@@ -225,12 +225,42 @@ def _ops(torch):
         "index": ([(5,)], [[0, 2, 1, 2]], lambda x, i: x[i], lambda x, i: x[i]),
         "where": ([(3,), (3,)], [[True, False, True]], lambda a, b, c: fpsim.where(c, a, b),
                   lambda a, b, c: torch.where(c, a, b)),
+        "log1p": ([(3,)], [], lambda a: a.log1p(), lambda a: a.log1p()),
+        "expm1": ([(3,)], [], lambda a: a.expm1(), lambda a: a.expm1()),
+        "reciprocal": ([(3,)], [], lambda a: a.reciprocal(), lambda a: a.reciprocal()),
+        "maximum": ([(3,), (3,)], [], F.maximum, torch.maximum),
+        "minimum": ([(3,), (3,)], [], F.minimum, torch.minimum),
+        "softplus": ([(3,)], [], F.softplus, tf.softplus),
+        "cumsum": ([(3,)], [], lambda a: a.cumsum(0), lambda a: a.cumsum(0)),
+        "masked_fill": ([(3,)], [[True, False, True]], lambda a, m: a.masked_fill(m, 0.5),
+                        lambda a, m: a.masked_fill(m, 0.5)),
+        "bmm": ([(2, 2, 3), (2, 3, 2)], [], F.bmm, torch.bmm),
+        "baddbmm": ([(2, 2, 2), (2, 2, 3), (2, 3, 2)], [], F.baddbmm, torch.baddbmm),
+        "einsum": ([(2, 3), (3, 4)], [], lambda a, b: F.einsum("ij,jk->ik", a, b),
+                   lambda a, b: torch.einsum("ij,jk->ik", a, b)),
+        "conv2d": ([(1, 2, 4, 4), (3, 2, 3, 3), (3,)], [], F.conv2d, tf.conv2d),
+        "conv1d": ([(1, 2, 5), (3, 2, 3), (3,)], [], F.conv1d, tf.conv1d),
+        "max_pool2d": ([(1, 1, 4, 4)], [], lambda a: F.max_pool2d(a, 2),
+                       lambda a: tf.max_pool2d(a, 2)),
+        "avg_pool2d": ([(1, 1, 4, 4)], [], lambda a: F.avg_pool2d(a, 2),
+                       lambda a: tf.avg_pool2d(a, 2)),
+        "adaptive_avg_pool2d": ([(1, 1, 5, 5)], [], lambda a: F.adaptive_avg_pool2d(a, 2),
+                                lambda a: tf.adaptive_avg_pool2d(a, 2)),
+        "sdpa": ([(1, 2, 3, 4)] * 3, [], F.scaled_dot_product_attention,
+                 tf.scaled_dot_product_attention),
+        "rms_norm": ([(2, 3), (3,)], [], lambda x, w: F.rms_norm(x, (3,), w),
+                     lambda x, w: tf.rms_norm(x, (3,), w)),
+        "group_norm": ([(2, 4, 3), (4,), (4,)], [], lambda x, w, b: F.group_norm(x, 2, w, b),
+                       lambda x, w, b: tf.group_norm(x, 2, w, b)),
+        "batch_norm": ([(4, 3), (3,), (3,)], [],
+                       lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                       lambda x, w, b: tf.batch_norm(x, None, None, w, b, training=True)),
     }  # fmt: skip
 
 
-# Where fpsim raises and PyTorch does not: ``2 / x`` -- fpsim's divide keeps x for its backward,
-# PyTorch computes reciprocal(x) * 2 and keeps 1/x. Loud, never a wrong gradient.
-FPSIM_ONLY = {("rdiv", (0,), 0)}
+# Where fpsim raises and PyTorch does not (none: ``2 / x`` is reciprocal(x) * 2 in both, which
+# keeps 1/x, not x).
+FPSIM_ONLY: set = set()
 
 
 def _raises(lib, torch, spec, req, target) -> bool:
@@ -507,11 +537,9 @@ def test_result_format_follows_torch_promotion_grid():
                 got = fpsim.where(tensor([True, False]), fa, fb)
             else:
                 got = op(fa, fb)
-            # number / tensor: PyTorch computes reciprocal(tensor) * number (two roundings),
-            # fpsim one correctly rounded division -- a value difference outside promotion
-            rdiv = name == "div" and la in ("float", "int", "bool")
+            # number / tensor: reciprocal(tensor) * number (two roundings) in both
             same = (_name(got) == _name(want) and tuple(got.shape) == tuple(want.shape)
-                    and (rdiv or np.array_equal(_values(got), _values(want), equal_nan=True)))  # fmt: skip
+                    and np.array_equal(_values(got), _values(want), equal_nan=True))  # fmt: skip
             if not same:
                 diffs.append((la, lb, name, _name(got), _name(want), got.tolist(), want.tolist()))
     assert not diffs, "\n".join(map(str, diffs))

@@ -389,3 +389,54 @@ def test_autocast_weight_cache_sentence(capsys, args):
     m = re.search(r"first forward pass makes (\d+) casts, a second pass (\d+)", out)
     first, second = int(m[1]), int(m[2])
     assert ("made once per region and reused" in out) == (second < first)
+
+
+# ---- blocks ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("args", [[], ["--outliers", "0"], ["--outliers", "1", "--seed", "5"],
+                                  ["--outliers", "64", "--seed", "2"]])  # fmt: skip
+def test_blocks_prose_agrees_with_table(capsys, args):
+    out = run_demo(capsys, "blocks", "--no-plots", *args)
+    text = prose(out)
+    cells = {lab: row(out, lab) for lab in ("fp16, no scaling", "fp8_e4m3, per-tensor",
+                                           "mxfp8_e4m3", "mxfp8_e4m3, rceil", "mxfp4", "nvfp4")}
+    # (bits, flushed, subnormal, saturated, norm error, mean error)
+    pt, mx, rc = cells["fp8_e4m3, per-tensor"], cells["mxfp8_e4m3"], cells["mxfp8_e4m3, rceil"]
+    m4, nv, fp = cells["mxfp4"], cells["nvfp4"], cells["fp16, no scaling"]
+    m = re.search(rf"fall into the subnormals \(({FLOAT})%\) or to zero \(({FLOAT})%\)", text)
+    assert m.groups() == (pt[2].rstrip("%"), pt[1].rstrip("%"))
+    m = re.search(rf"where its own values are: ({FLOAT})% flushed and ({FLOAT})% subnormal", text)
+    assert m.groups() == (mx[1].rstrip("%"), mx[2].rstrip("%"))
+    sat = re.search(rf"saturates, here in [\d,]+ blocks \(({FLOAT})% of the elements\)\. rceil .* "
+                    rf"({FLOAT})% saturated, and the norm error goes from ({FLOAT})% to "
+                    rf"({FLOAT})%", text)  # fmt: skip
+    if float(mx[3].rstrip("%").lstrip("<")) > 0:
+        assert sat.groups() == (mx[3].rstrip("%"), rc[3].rstrip("%"), mx[4].rstrip("%"),
+                                rc[4].rstrip("%"))  # fmt: skip
+    else:
+        assert sat is None and "but no block did here" in text
+    m = re.search(rf"MXFP4 flushes ({FLOAT})% of the elements", text)
+    assert m[1] == m4[1].rstrip("%")
+    m = re.search(rf"\(norm error ({FLOAT})%, MXFP4's ({FLOAT})%\)", text)
+    assert m.groups() == (nv[4].rstrip("%"), m4[4].rstrip("%"))
+    nv_z, m4_z = float(nv[1].rstrip("%").lstrip("<")), float(m4[1].rstrip("%").lstrip("<"))
+    if "sit at that floor" in text:
+        if nv_z > m4_z:
+            m = re.search(rf"NVFP4 flushes ({FLOAT})% of the elements, MXFP4, whose scales reach "
+                          rf"2\^-127, ({FLOAT})%", text)  # fmt: skip
+        else:
+            m = re.search(rf"flush fewer elements than MXFP4: ({FLOAT})% against ({FLOAT})%", text)
+        assert m.groups() == (nv[1].rstrip("%"), m4[1].rstrip("%"))
+    told_apart = "tells them apart" in text
+    if told_apart:
+        m = re.search(rf"per-tensor fp8's is ({FLOAT})%, MXFP8's ({FLOAT})%, though one flushed "
+                      rf"({FLOAT})% of the elements and the other ({FLOAT})%; .* tells them apart: "
+                      rf"({FLOAT})% against ({FLOAT})%", text)  # fmt: skip
+        assert m.groups() == (pt[4].rstrip("%"), mx[4].rstrip("%"), pt[1].rstrip("%"),
+                              mx[1].rstrip("%"), pt[5].rstrip("%"), mx[5].rstrip("%"))  # fmt: skip
+        assert float(pt[4].rstrip("%")) <= float(mx[4].rstrip("%"))
+        assert float(pt[5].rstrip("%")) > float(mx[5].rstrip("%"))
+    else:
+        m = re.search(rf"Per-tensor fp8 and MXFP8 flush ({FLOAT})% and ({FLOAT})%", text)
+        assert m.groups() == (pt[1].rstrip("%"), mx[1].rstrip("%"))
+    assert ("fp16 needs no scale" in text) == (fp[3] in ("0.00%",) and
+                                               float(fp[1].rstrip("%").lstrip("<")) <= 0.1)

@@ -17,8 +17,9 @@ import pytest
 LESSONS = Path(__file__).resolve().parent.parent / "lessons"
 NOTEBOOKS = sorted(LESSONS.glob("*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
-TIME_LIMIT_S = 60  # per notebook, kernel start included
-CELL_TIMEOUT_S = 60
+# A guard against a hanging cell, not a speed test (tests never assert on wall time: a loaded
+# machine runs slower). A lesson should take seconds; `benchmarks/` is where speed is measured.
+CELL_TIMEOUT_S = 600
 
 
 def test_there_are_lessons():
@@ -55,7 +56,7 @@ def kernel_dir(tmp_path_factory):
 
 @pytest.fixture
 def run_notebook(kernel_dir, monkeypatch):
-    """Execute a notebook in a fresh kernel; return (executed notebook, seconds)."""
+    """Execute a notebook in a fresh kernel; return (executed notebook, seconds taken)."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     # JUPYTER_PATH is searched before the user's and the environment's kernel specs.
@@ -105,8 +106,7 @@ def test_kernel_runs_this_python(run_notebook):
 def test_lesson_runs(path, run_notebook):
     nb = run_notebook.nbformat.read(str(path), as_version=4)
     # execute() raises CellExecutionError (with the cell and its traceback) on any error
-    nb, seconds = run_notebook(nb)
-    assert seconds < TIME_LIMIT_S, f"{path.name} took {seconds:.1f} s (limit {TIME_LIMIT_S} s)"
+    nb, _ = run_notebook(nb)
     images, figure_texts = 0, []
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):

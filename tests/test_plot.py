@@ -604,3 +604,61 @@ def test_format_ranges_of_new_formats():
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["fp4_e2m1\n1·2·1 bits", "e8m0\n0·8·0 bits", "p3109_k8p3se\n1·5·2 bits"]
     assert "precision 1 bit (0 stored + hidden 1)" in texts(fig)
+
+
+# ---- plot_block_scaling: the drawn windows, shares and scales, from facts computed here --------
+def _bars(ax, gid):
+    return [p for p in ax.patches if p.get_gid() == gid]
+
+
+def test_block_scaling_draws_the_windows_the_shares_and_the_scales():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((8, 64)) * 1e-3).astype(np.float32)
+    x[:, 5] *= 700.0
+    x[0, 8:12] = 1e-9  # fp16 flushes these (below 2^-25)
+    fig = P.plot_block_scaling(x, ["fp16", "fp8_e4m3/current", "mxfp4"])
+    ax_hist, ax_win, ax_bar, ax_sc = fig.axes
+    # top left: |x| per binade, counted with frexp
+    _, e = np.frexp(np.abs(x[x != 0]).astype(np.float64))
+    want = {int(k) - 1: int(c) for k, c in zip(*np.unique(e, return_counts=True), strict=True)}
+    got = {round(p.get_x()): round(p.get_height()) for p in _bars(ax_hist, "bin")
+           if p.get_height()}
+    assert got == want
+    # bottom left: the windows. fp16 as it is: 2^-24 .. 2^-14 subnormal, 2^-14 .. 65504 normal
+    sub = sorted(_bars(ax_win, "window:subnormal"), key=lambda p: p.get_y())
+    nor = sorted(_bars(ax_win, "window:normal"), key=lambda p: p.get_y())
+    assert (sub[0].get_x(), sub[0].get_x() + sub[0].get_width()) == (-24, -14)
+    assert nor[0].get_x() == -14 and nor[0].get_x() + nor[0].get_width() == pytest.approx(
+        math.log2(65504))
+    # per-tensor E4M3 (TE current scaling): the window moves by log2 of fl32(1 / fl32(448/amax))
+    amax = np.float32(np.max(np.abs(x)))
+    inv = np.float32(1) / (np.float32(448) / amax)
+    assert nor[1].get_x() == pytest.approx(-6 + math.log2(inv), abs=1e-12)
+    assert nor[1].get_x() + nor[1].get_width() == pytest.approx(math.log2(448 * float(inv)))
+    # MXFP4: the median block's window; the blocks' scales are 2^(floor(log2 amax_blk) - 2)
+    blk = np.abs(x.astype(np.float64)).reshape(8, 2, 32).max(axis=2).ravel()
+    scale_e = np.floor(np.log2(blk)) - 2
+    med = np.sort(scale_e)[(scale_e.size - 1) // 2]
+    assert nor[2].get_x() == 0 + med and nor[2].get_width() == pytest.approx(math.log2(6))
+    # bottom right: the stacked shares add up to 100 and the flushed share of fp16 is its count
+    for i in range(3):
+        row = [p for p in ax_bar.patches if round(p.get_y() + p.get_height() / 2) == i]
+        assert sum(p.get_width() for p in row) == pytest.approx(100)
+    with np.errstate(under="ignore"):
+        flushed16 = np.count_nonzero((x.astype(np.float16) == 0) & (x != 0)) / x.size
+    fp16_zero = [p for p in _bars(ax_bar, "outcome:zero") if round(p.get_y() + 0.28) == 0]
+    assert flushed16 > 0
+    assert sum(p.get_width() for p in fp16_zero) == pytest.approx(100 * flushed16)
+    # top right: one stairs line for the one block scheme, its shares over the exponents
+    (st,) = [a for a in ax_sc.patches if a.get_gid() == "scales:mxfp4"]
+    vals, edges = st.get_data()[:2]
+    counts = np.nan_to_num(vals) / 100 * scale_e.size
+    assert dict(zip(edges[:-1].astype(int), np.round(counts).astype(int), strict=True)) == {
+        int(k): int(np.count_nonzero(scale_e == k)) for k in range(int(edges[0]),
+                                                                 int(edges[-1]))}  # fmt: skip
+    plt.close(fig)
+
+
+def test_block_scaling_refuses_no_schemes():
+    with pytest.raises(ValueError, match="no schemes"):
+        P.plot_block_scaling(np.ones(32), [])

@@ -202,3 +202,98 @@ def test_grad_scaler_errors_match_torch():
     ours = _misuse_errors(fpsim.GradScaler("cpu"), w, optim.SGD([w], lr=0.1))
     assert all(e is not None for e in theirs)
     assert ours == theirs
+
+
+# ---- the ops of today's models under autocast("cpu"): output and gradient formats ------------
+def _lib(lib):
+    return (F, fpsim) if lib == "fpsim" else (torch.nn.functional, torch)
+
+
+# name, f(lib, *tensors), input (shape, format) specs
+NN_CASES = [
+    ("conv2d", lambda lib, x, w, b: _lib(lib)[0].conv2d(x, w, b, padding=1),
+     [((2, 3, 5, 5), "fp32"), ((4, 3, 3, 3), "fp32"), ((4,), "fp32")]),
+    ("conv2d bf16 input", lambda lib, x, w: _lib(lib)[0].conv2d(x, w, stride=2),
+     [((2, 3, 5, 5), "bf16"), ((4, 3, 3, 3), "fp32")]),
+    ("conv1d", lambda lib, x, w: _lib(lib)[0].conv1d(x, w, padding=1),
+     [((2, 3, 7), "fp32"), ((4, 3, 3), "fp32")]),
+    ("max_pool2d", lambda lib, x: _lib(lib)[0].max_pool2d(x, 2), [((2, 3, 4, 4), "bf16")]),
+    ("avg_pool2d", lambda lib, x: _lib(lib)[0].avg_pool2d(x, 2), [((2, 3, 4, 4), "bf16")]),
+    ("avg_pool2d fp32", lambda lib, x: _lib(lib)[0].avg_pool2d(x, 2), [((2, 3, 4, 4), "fp32")]),
+    ("adaptive_avg_pool2d", lambda lib, x: _lib(lib)[0].adaptive_avg_pool2d(x, 1),
+     [((2, 3, 5, 5), "bf16")]),
+    ("bmm", lambda lib, a, b: _lib(lib)[1].bmm(a, b), [((2, 3, 4), "fp32"), ((2, 4, 5), "fp32")]),
+    ("baddbmm", lambda lib, i, a, b: _lib(lib)[1].baddbmm(i, a, b),
+     [((2, 3, 5), "fp32"), ((2, 3, 4), "bf16"), ((2, 4, 5), "fp32")]),
+    ("einsum", lambda lib, a, b: _lib(lib)[1].einsum("bhqd,bhkd->bhqk", a, b),
+     [((2, 2, 3, 4), "fp32"), ((2, 2, 5, 4), "fp32")]),
+    ("sdpa causal", lambda lib, q, k, v: _lib(lib)[0].scaled_dot_product_attention(
+        q, k, v, is_causal=True), [((2, 2, 5, 4), "fp32")] * 3),
+    ("sdpa float mask", lambda lib, q, k, v, m: _lib(lib)[0].scaled_dot_product_attention(
+        q, k, v, m), [((2, 3, 4), "fp32")] * 3 + [((3, 3), "fp32")]),
+    ("rms_norm", lambda lib, x, w: _lib(lib)[0].rms_norm(x, (4,), w),
+     [((3, 4), "bf16"), ((4,), "fp32")]),
+    ("rms_norm fp32", lambda lib, x, w: _lib(lib)[0].rms_norm(x, (4,), w),
+     [((3, 4), "fp32"), ((4,), "fp32")]),
+    ("group_norm", lambda lib, x, w, b: _lib(lib)[0].group_norm(x, 2, w, b),
+     [((2, 4, 3), "bf16"), ((4,), "fp32"), ((4,), "fp32")]),
+    ("batch_norm train", lambda lib, x, w, b: _lib(lib)[0].batch_norm(
+        x, None, None, w, b, training=True), [((3, 4, 2), "bf16"), ((4,), "fp32"), ((4,), "fp32")]),
+    ("batch_norm fp32", lambda lib, x, w, b: _lib(lib)[0].batch_norm(
+        x, None, None, w, b, training=True), [((3, 4, 2), "fp32"), ((4,), "fp32"), ((4,), "fp32")]),
+    ("softplus", lambda lib, x: _lib(lib)[0].softplus(x), [((3, 4), "bf16")]),
+    ("log1p", lambda lib, x: x.abs().log1p(), [((3, 4), "bf16")]),
+    ("expm1", lambda lib, x: x.expm1(), [((3, 4), "bf16")]),
+    ("reciprocal", lambda lib, x: x.abs().reciprocal(), [((3, 4), "bf16")]),
+    ("gelu tanh", lambda lib, x: _lib(lib)[0].gelu(x, approximate="tanh"), [((3, 4), "bf16")]),
+    ("silu", lambda lib, x: _lib(lib)[0].silu(x), [((3, 4), "bf16")]),
+    ("maximum mixed", lambda lib, a, b: _lib(lib)[1].maximum(a, b),
+     [((3, 4), "bf16"), ((3, 4), "fp32")]),
+    ("minimum mixed", lambda lib, a, b: _lib(lib)[1].minimum(a, b),
+     [((3, 4), "bf16"), ((3, 4), "fp32")]),
+    ("cumsum", lambda lib, x: x.cumsum(1), [((3, 4), "bf16")]),
+    ("masked_fill", lambda lib, x: x.masked_fill(x > 0, 0.5), [((3, 4), "bf16")]),
+    ("where mixed", lambda lib, x, y: _lib(lib)[1].where(x > 0, x, y),
+     [((3, 4), "bf16"), ((3, 4), "fp32")]),
+    ("embedding", lambda lib, w: _lib(lib)[0].embedding(
+        (fpsim.tensor if lib == "fpsim" else torch.tensor)(np.array([0, 2, 1])), w),
+     [((4, 3), "fp32")]),
+    ("dropout", lambda lib, x: _lib(lib)[0].dropout(x, 0.5), [((3, 4), "bf16")]),
+    ("cross_entropy smoothing", lambda lib, x: _lib(lib)[0].cross_entropy(
+        x, (fpsim.tensor if lib == "fpsim" else torch.tensor)(np.array([1, -100, 3])),
+        label_smoothing=0.1), [((3, 5), "bf16")]),
+]  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # torch, rms_norm
+@pytest.mark.parametrize("lowp", ["bf16", "fp16"])
+@pytest.mark.parametrize("name,f,specs", NN_CASES, ids=[c[0] for c in NN_CASES])
+def test_cpu_autocast_formats_of_the_model_ops_match_torch(name, f, specs, lowp):
+    """Under autocast("cpu"), the output format and the format of every input's gradient."""
+    tdt = torch.bfloat16 if lowp == "bf16" else torch.float16
+    ours, theirs = [], []
+    for i, (shape, fmt) in enumerate(specs):
+        a, ta = _pair(shape, 20 + i, fmt)
+        ours.append(a.requires_grad_())
+        theirs.append(ta.requires_grad_())
+    with fpsim.autocast("cpu", dtype=lowp):
+        out = f("fpsim", *ours)
+    with torch.autocast("cpu", dtype=tdt):
+        tout = f("torch", *theirs)
+    assert out.format.name == TORCH_NAME[tout.dtype], (out.format.name, tout.dtype)
+    out.sum().backward()
+    tout.float().sum().backward()
+    for a, ta in zip(ours, theirs, strict=True):
+        assert a.grad.format.name == TORCH_NAME[ta.grad.dtype], name
+
+
+def test_bf16_conv2d_under_autocast_within_one_ulp_of_torch():
+    # both accumulate in fp32 and round once to bf16; only the summation order differs
+    x, tx = _pair((4, 8, 10, 10), 30)
+    w, tw = _pair((16, 8, 3, 3), 31)
+    with fpsim.autocast("cpu"):
+        got = F.conv2d(x, w, padding=1).numpy().astype(np.float64)
+    with torch.autocast("cpu"):
+        want = torch.nn.functional.conv2d(tx, tw, padding=1).float().numpy().astype(np.float64)
+    assert np.all(np.abs(got - want) <= fpsim.ulp(want, "bf16"))
+    assert np.mean(got == want) > 0.95

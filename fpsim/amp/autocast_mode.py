@@ -23,8 +23,8 @@ tensor arguments with recorded cast nodes (``t.to(fmt)``), so each gradient flow
 source tensor in the source's own format:
 
 * **LOW** -- every floating input to the autocast dtype (fp16 on "cuda", bf16 on "cpu" by
-  default): matmul, mm, linear (and, for ops registered later under PyTorch's names, bmm, conv,
-  ... as in the reference table);
+  default): matmul, mm, bmm, baddbmm, einsum, linear, conv1d, conv2d,
+  scaled_dot_product_attention;
 * **FP32** -- every floating input to fp32 (losses; on "cuda" also exp, log, softmax, sum,
   layer_norm, pow, ...);
 * **PROMOTE** -- every floating input to the widest input format (cat, stack on "cpu");
@@ -63,7 +63,10 @@ Where fpsim differs from PyTorch
   (bf16 under fp16 autocast) promote it like any other input; PyTorch 2.13 raises
   ``RuntimeError: Unexpected floating ScalarType in at::autocast::prioritize`` there.
 * Only the ops the engine has can be observed; the tables also list PyTorch's other ops
-  (``bmm``, ``conv2d``, ...), which apply to any ``Function`` registered under those names.
+  (``addmm``, ``prod``, ...), which apply to any ``Function`` registered under those names.
+  ``minimum`` is on no list and is shown native-widest like ``maximum`` (autocast leaves both
+  to their own promotion); ``masked_fill`` and ``adaptive_avg_pool2d``, on no list either, are
+  untouched.
 """
 
 from __future__ import annotations
@@ -117,27 +120,41 @@ _L, _F, _P, _W, _U, _E = LOW, FP32, PROMOTE, WIDEST, UNTOUCHED, ERROR
 _ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("matmul", "matmul, __matmul__", _L, _L),
     ("mm", "mm", _L, _L),
+    ("bmm", "bmm", _L, _L),
+    ("baddbmm", "baddbmm", _L, _L),
+    ("einsum", "einsum", _L, _L),
     ("linear", "linear", _L, _L),
+    ("conv1d", "conv1d", _L, _L),
+    ("conv2d", "conv2d", _L, _L),
+    ("scaled_dot_product_attention", "scaled_dot_product_attention", _L, _L),
     ("relu", "relu", _U, _U),
     ("gelu", "gelu", _U, _U),
     ("silu", "silu", _U, _U),
     ("tanh", "tanh", _U, _U),
     ("sigmoid", "sigmoid", _U, _U),
+    ("softplus", "softplus", _U, _F),
     ("softmax", "softmax", _U, _F),
     ("log_softmax", "log_softmax", _U, _F),
     ("exp", "exp", _U, _F),
+    ("expm1", "expm1", _U, _F),
     ("log", "log", _U, _F),
+    ("log1p", "log1p", _U, _F),
     ("sqrt", "sqrt", _U, _U),
     ("rsqrt", "rsqrt", _U, _F),
+    ("reciprocal", "reciprocal", _U, _F),
     ("abs", "abs", _U, _U),
     ("clamp", "clamp", _U, _U),
     ("pow", "pow, __pow__", _U, _F),
     ("__rtruediv__", "__rtruediv__", _U, _F),
     ("sum", "sum", _U, _F),
     ("mean", "mean", _U, _U),
+    ("cumsum", "cumsum", _U, _F),
     ("logsumexp", "logsumexp", _U, _F),
     ("var", "var", _U, _U),
     ("layer_norm", "layer_norm", _U, _F),
+    ("rms_norm", "rms_norm", _U, _F),
+    ("batch_norm", "batch_norm (eval)", _U, _U),
+    ("group_norm", "group_norm", _U, _F),
     ("mse_loss", "mse_loss", _F, _F),
     ("cross_entropy", "cross_entropy", _F, _F),
     ("nll_loss", "nll_loss", _F, _F),
@@ -149,10 +166,16 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("sub", "sub", _W, _W),
     ("mul", "mul", _W, _W),
     ("div", "div", _W, _W),
+    ("maximum", "maximum", _W, _W),
+    ("minimum", "minimum", _W, _W),
     ("where", "where", _W, _W),
     ("max", "max (reduction)", _U, _U),
     ("dropout", "dropout (training)", _U, _U),
     ("embedding", "embedding", _U, _U),
+    ("avg_pool2d", "avg_pool2d", _U, _U),
+    ("max_pool2d", "max_pool2d", _U, _U),
+    ("adaptive_avg_pool2d", "adaptive_avg_pool2d", _U, _U),
+    ("masked_fill", "masked_fill", _U, _U),
     ("neg", "neg", _U, _U),
     ("reshape", "reshape", _U, _U),
     ("view", "view", _U, _U),
@@ -161,40 +184,23 @@ _ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("clone", "clone", _U, _U),
     ("index", "__getitem__", _U, _U),
     # PyTorch ops fpsim's engine does not have (for Functions registered under these names)
-    ("bmm", "bmm", _L, _L),
     ("mv", "mv", _U, _L),
     ("dot", "dot", _U, _P),
     ("addmm", "addmm", _L, _L),
-    ("baddbmm", "baddbmm", _L, _L),
     ("addbmm", "addbmm", _L, _L),
-    ("einsum", "einsum", _L, _L),
     ("tensordot", "tensordot", _L, _P),
-    ("conv1d", "conv1d", _L, _L),
-    ("conv2d", "conv2d", _L, _L),
     ("conv_transpose2d", "conv_transpose2d", _L, _L),
     ("prelu", "prelu", _L, _L),
-    ("scaled_dot_product_attention", "scaled_dot_product_attention", _L, _L),
-    ("softplus", "softplus", _U, _F),
-    ("expm1", "expm1", _U, _F),
-    ("log1p", "log1p", _U, _F),
-    ("reciprocal", "reciprocal", _U, _F),
     ("prod", "prod", _F, _F),
-    ("cumsum", "cumsum", _U, _F),
     ("std", "std", _U, _U),
     ("norm", "norm", _U, _F),
-    ("rms_norm", "rms_norm", _U, _F),
-    ("batch_norm", "batch_norm (eval)", _U, _U),
-    ("group_norm", "group_norm", _U, _F),
     ("cosine_similarity", "cosine_similarity", _W, _F),
     ("l1_loss", "l1_loss", _F, _F),
     ("smooth_l1_loss", "smooth_l1_loss", _F, _F),
     ("huber_loss", "huber_loss", _F, _F),
     ("kl_div", "kl_div", _F, _F),
-    ("maximum", "maximum", _W, _W),
     ("addcmul", "addcmul", _W, _P),
     ("addcdiv", "addcdiv", _W, _P),
-    ("avg_pool2d", "avg_pool2d", _U, _U),
-    ("max_pool2d", "max_pool2d", _U, _U),
 )
 
 #: device type -> {op name: policy}

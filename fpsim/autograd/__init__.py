@@ -27,11 +27,21 @@ tensors are created with one rounding (nearest even) and every op output is roun
   *promotion* of their floating inputs -- equal formats stay; a format that holds all the others
   wins (fp16 + fp32 -> fp32, anything + fp64 -> fp64); otherwise the narrower of fp32/fp64 that
   holds them all (fp16 + bf16 -> fp32, as in PyTorch). Integer tensors (indices, class targets)
-  never take part; Python numbers are *weak* (``fp16 * 0.1`` stays fp16) and enter the formula
-  as fp32 values (PyTorch's "opmath" for 16-bit types), as fp64 values for fp64 ops.
-* matmul-like ops (``matmul``, ``mm``, ``linear``): all operands must have the same format;
+  never take part; Python numbers are *weak* (``fp16 * 0.1`` stays fp16).
+* matmul-like ops (``matmul``, ``mm``, ``bmm``, ``baddbmm``, ``einsum``, ``linear``, ``conv1d``,
+  ``conv2d``, ``scaled_dot_product_attention``): all operands must have the same format;
   otherwise a RuntimeError "expected both operands to have the same format, got fp32 and fp16"
   (as PyTorch outside autocast).
+
+**Scalar operands** -- a Python number, or a 0-dim tensor of a wider format outranked by a
+dimensioned operand (``bf16 [n] + fp32 0-dim`` computes in bf16) -- enter the formula as
+PyTorch's CPU kernels read them (checked against torch 2.13 by tests/test_scalar_operands.py):
+rounded to the compute format first (a Python number through float32, as PyTorch converts a
+double to a 16-bit type), so ``bf16([2.296875]) + 1.1`` adds 1.1015625 and gives 3.40625;
+except the *second* operand of ``mul`` and ``div``, which keeps its float32 value (its opmath
+value; float64 for fp64) while the op runs in float32 and rounds once (ATen's
+``original_scalar_value``). ``2.0 * x`` is ``x.mul(2.0)``, the number second, and
+``2.0 / x`` is ``x.reciprocal() * 2.0``: two roundings, as PyTorch's ``__rtruediv__``.
 * the cast node ``x.to(fmt)``: ``fmt``.
 
 **Forward.** The output is a value of the compute format, rounded once:
@@ -86,6 +96,17 @@ higher-order gradients, in-place writes recorded through a view (refused). Graph
 """
 
 from . import functional, ops
+from .creation import (
+    arange,
+    from_numpy,
+    full,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    zeros,
+    zeros_like,
+)
 from .function import (
     Function,
     backward,
@@ -94,7 +115,8 @@ from .function import (
     registry,
     set_dispatch_policy,
 )
-from .functional import cat, stack, where
+from .functional import baddbmm, bmm, cat, einsum, maximum, minimum, stack, where
+from .generator import default_generator, manual_seed
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .hooks import RemovableHandle
 from .precision import (
@@ -103,21 +125,7 @@ from .precision import (
     promote_formats,
     set_matmul_accumulation,
 )
-from .tensor import (
-    Tensor,
-    arange,
-    default_generator,
-    from_numpy,
-    full,
-    manual_seed,
-    ones,
-    ones_like,
-    rand,
-    randn,
-    tensor,
-    zeros,
-    zeros_like,
-)
+from .tensor import Tensor, tensor
 
 __all__ = [
     "Tensor",
@@ -153,4 +161,9 @@ __all__ = [
     "cat",
     "stack",
     "where",
+    "bmm",
+    "baddbmm",
+    "einsum",
+    "maximum",
+    "minimum",
 ]

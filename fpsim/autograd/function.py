@@ -45,7 +45,6 @@ differs (an implicit promotion) -- casts it to that input's format, exactly like
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +54,8 @@ from ..formats import Format
 from .grad_mode import is_grad_enabled
 from .hooks import RemovableHandle
 from .precision import _info, contains, result_format, to_format
+from .registry import registry
+from .tensor import Tensor, _check_views
 
 __all__ = [
     "Function",
@@ -64,9 +65,6 @@ __all__ = [
     "register_op_observer",
     "backward",
 ]
-
-#: name -> Function subclass, for every op of the engine (autocast attaches policies by name).
-registry: dict[str, type[Function]] = {}
 
 _policy: Callable[[str, tuple], tuple] | None = None
 _observers: dict[int, Callable] = {}
@@ -129,6 +127,16 @@ class Function:
         already in each input's format (the cast op).
     ``dispatch``
         whether the dispatch policy sees this op (False only for the cast op).
+    ``keeps_second_scalar``
+        how a *scalar operand* enters the formula: a Python number, or a 0-dim tensor of a
+        wider format that a dimensioned operand outranks (``fp16 [n] * fp32 0-dim`` computes in
+        fp16). False (default): it is rounded to the compute format first, as PyTorch's CPU
+        kernels cast every operand to the common dtype (add, sub, where, maximum, pow's
+        exponent, ...). True (mul, div): as ATen's ``mul``/``div`` kernels read a scalar
+        *second* operand at its original value (``original_scalar_value``), it is held at the
+        op's opmath precision (float32 for every format stored in float32) and the op runs in
+        that precision, its result rounded once to the format; a scalar *first* operand is
+        rounded to the format like any other.
 
     The instance created for each call is the graph node (``ctx``); ``ctx.fmt`` is the compute
     format, ``ctx.out`` the stored output array, ``ctx.needs_input_grad`` one bool per argument.
@@ -138,6 +146,7 @@ class Function:
     forward_precision = "math"
     backward_precision = "math"
     dispatch = True
+    keeps_second_scalar = False
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -176,13 +185,11 @@ class Function:
     # ---- the one wrapper every op goes through -----------------------------------------------
     @classmethod
     def apply(cls, *args, **kwargs):
-        from .tensor import Tensor
-
         if _policy is not None and cls.dispatch:
             args = tuple(_policy(cls.name, args))
         grad_on = is_grad_enabled()
         if grad_on:
-            _check_views(args, Tensor)
+            _check_views(args)
         fmt = cls.compute_format(args, kwargs)
         ctx = cls.__new__(cls)
         ctx.fmt = fmt
@@ -200,7 +207,7 @@ class Function:
             else:
                 out_fmt = None
             res = Tensor._make(out, out_fmt)
-            _link_view(res, args, Tensor)
+            _link_view(res, args)
             if _observers:
                 _notify("forward", cls.name, _tensors(args), (res,))
             return res
@@ -209,7 +216,15 @@ class Function:
             xs = args
         else:
             work = info.container if stored else info.math
-            xs = tuple(_to_work(a, work, fmt, stored) if isinstance(a, Tensor) else a for a in args)
+            if cls.keeps_second_scalar and _is_scalar_operand(args[1], fmt):
+                # opmath: the wide scalar kept, the op evaluated in float32 (fp64: float64)
+                work = ctx.work = _opmath_dtype(fmt)
+            xs = tuple(
+                _to_work(a, work, fmt, stored, cls.keeps_second_scalar and i == 1)
+                if isinstance(a, Tensor)
+                else a
+                for i, a in enumerate(args)
+            )
         with np.errstate(all="ignore"):  # inf/NaN are values here, as in PyTorch: no warnings
             out = cls.forward(ctx, *xs, **kwargs)
         out_fmt = getattr(ctx, "out_fmt", fmt)
@@ -221,7 +236,7 @@ class Function:
             out = to_format(out, out_fmt)
         requires = grad_on and any(isinstance(a, Tensor) and a.requires_grad for a in args)
         res = Tensor._make(out, out_fmt, requires)
-        _link_view(res, args, Tensor)
+        _link_view(res, args)
         if requires:
             ctx.inputs = tuple(
                 a if isinstance(a, Tensor) and a.requires_grad else None for a in args
@@ -234,7 +249,7 @@ class Function:
             ctx.out_fmt = out_fmt
             ctx.hooks = None
             ctx.retain = None
-            ctx._saved = _save_versions(cls.name, args, ctx.needs_input_grad, res, Tensor)
+            ctx._saved = _save_versions(cls.name, args, ctx.needs_input_grad, res)
             res._ctx = ctx
         if _observers:
             _notify("forward", cls.name, _tensors(args), (res,))
@@ -248,7 +263,8 @@ class Function:
                 raise RuntimeError(_modified_message(self, t, counter[0], version))
         info = _info(self.fmt)
         mode = self.backward_precision
-        g = grad if mode != "math" else grad.astype(info.math, copy=False)
+        work = getattr(self, "work", info.math)  # opmath for a kept scalar operand
+        g = grad if mode != "math" else grad.astype(work, copy=False)
         with np.errstate(all="ignore"):
             grads = type(self).backward(self, g)
         if not isinstance(grads, tuple):
@@ -275,8 +291,6 @@ class Function:
                 gi = to_format(gi, inp.format)
             out.append(gi)
         if _observers:
-            from .tensor import Tensor
-
             gouts = tuple(
                 None if gi is None else Tensor._make(gi, inp.format)
                 for inp, gi in zip(self.inputs, out, strict=False)
@@ -295,26 +309,39 @@ def _default_format() -> Format:
 
 
 def _tensors(args: tuple) -> tuple:
-    from .tensor import Tensor
-
     return tuple(a for a in args if isinstance(a, Tensor))
 
 
-def _to_work(t, work: np.dtype, fmt: Format, stored: bool) -> np.ndarray:
+def _opmath_dtype(fmt: Format) -> np.dtype:
+    """PyTorch's opmath for ``fmt``: float32 for every format stored in float32 (fp16, bf16,
+    fp8, ...: ``at::opmath_type``), float64 for the others."""
+    return np.dtype(np.float32) if _info(fmt).container == np.float32 else np.dtype(np.float64)
+
+
+def _is_scalar_operand(t, fmt: Format | None) -> bool:
+    """A Python number (weak tensor) or 0-dim tensor whose format the compute format ``fmt``
+    does not hold: an operand that did not decide the compute format and is not a value of it."""
+    if not isinstance(t, Tensor) or t.format is None or fmt is None:
+        return False
+    f = t.format
+    return f is not fmt and f != fmt and not contains(fmt, f)
+
+
+def _to_work(t, work: np.dtype, fmt: Format, stored: bool, keep_scalar: bool = False):
     """A tensor argument as the op's forward receives it (``work``: the math or container
-    dtype of the compute format ``fmt``)."""
+    dtype of the compute format ``fmt``, or the opmath dtype when a scalar is kept).
+
+    A scalar operand (:func:`_is_scalar_operand`) is rounded to ``fmt`` first, as PyTorch's
+    CPU kernels cast it to the common dtype -- unless ``keep_scalar`` (the second operand of
+    mul and div, see ``Function.keeps_second_scalar``): then it is held at opmath precision,
+    as ATen's ``original_scalar_value``."""
     f = t.format
     if f is None:
         return t.data
-    if f is not fmt and f != fmt and not t._weak and not contains(fmt, f):
-        # a 0-dim operand of a wider format, outranked by a dimensioned one (fp16 [n] * fp32
-        # 0-dim computes in fp16). PyTorch's CPU kernels read such an operand like a Python
-        # number, at the op's opmath precision (float32 for formats stored in float32); ops
-        # that only move values cast it to the format.
-        if stored:
-            return to_format(t.data, fmt)
-        hold = np.float32 if _info(fmt).container == np.float32 else np.float64
-        return t.data.astype(hold, copy=False).astype(work, copy=False)
+    if f is not fmt and f != fmt and not contains(fmt, f):
+        if keep_scalar and not stored:
+            return t.data.astype(_opmath_dtype(fmt), copy=False).astype(work, copy=False)
+        return to_format(t.data, fmt).astype(work, copy=False)
     return t.data.astype(work, copy=False)
 
 
@@ -327,8 +354,6 @@ def _promote_args(args: tuple, by_dim: bool = True) -> Format | None:
     """The compute format of an op's arguments by PyTorch's promotion (``result_format``):
     tensors with dimensions, then 0-dim tensors, then Python numbers (weak tensors).
     ``by_dim=False`` puts every tensor in the first group."""
-    from .tensor import Tensor
-
     groups: tuple[list, list, list] = ([], [], [])  # dimensioned, 0-dim, Python numbers
     for a in args:
         if isinstance(a, Tensor) and a.format is not None:  # integers never decide
@@ -339,7 +364,7 @@ def _promote_args(args: tuple, by_dim: bool = True) -> Format | None:
 # ---- views and the version counter -----------------------------------------------------------
 
 
-def _link_view(res, args: tuple, Tensor: type) -> None:
+def _link_view(res, args: tuple) -> None:
     """Make ``res`` a view when its array shares memory with a tensor argument's (reshape,
     transpose, permute, basic indexing): it shares that tensor's version counter and records
     the base tensor and the base's node at this moment, as PyTorch's views do."""
@@ -355,19 +380,6 @@ def _link_view(res, args: tuple, Tensor: type) -> None:
             return
 
 
-_STALE_VIEW = (
-    "a view is used after its base tensor was modified by a recorded in-place operation: "
-    "PyTorch would rebuild the view's history from the modified base, fpsim does not. Take the "
-    "view again after the in-place operation (or modify the base under no_grad)."
-)
-
-
-def _check_views(args: tuple, Tensor: type) -> None:
-    """Refuse a view whose base got a new history from an in-place write after the view was
-    taken: its own history would route gradients through the base's old values."""
-    for a in args:
-        if isinstance(a, Tensor) and a._view is not None and a._view[0]._ctx is not a._view[1]:
-            raise RuntimeError(_STALE_VIEW)
 
 
 def _saves_pow(args: tuple) -> tuple:
@@ -385,8 +397,10 @@ def _saves_max(args: tuple) -> tuple:
 _INPUT = ((0, None),)
 _RESULT = (("out", None),)
 _CROSS = ((0, (1,)), (1, (0,)))  # each operand is kept for the other's gradient
+_BOTH = ((0, None), (1, None))
 _NOTHING = ("add", "sub", "neg", "sum", "mean", "reshape", "view", "transpose", "permute", "clone",
-            "cat", "stack", "cast", "dropout", "fill_", "zero_", "copy_", "index_put_")  # fmt: skip
+            "cat", "stack", "cast", "dropout", "fill_", "zero_", "copy_", "index_put_",
+            "cumsum")  # fmt: skip
 
 #: Which tensors each op keeps for its backward, as PyTorch's (``derivatives.yaml``, checked
 #: against a live PyTorch by tests/test_autograd_inplace_promotion.py): ``(slot, when)`` pairs,
@@ -397,10 +411,16 @@ _NOTHING = ("add", "sub", "neg", "sum", "mean", "reshape", "view", "transpose", 
 SAVED_FOR_BACKWARD: dict[str, Any] = {
     "mul": _CROSS,
     "div": ((0, (1,)), (1, (0, 1))),
-    "__rtruediv__": ((0, (1,)), (1, (0, 1))),  # PyTorch keeps 1/x instead of x (fpsim: x)
+    "__rtruediv__": (),  # reciprocal(x) * number: PyTorch keeps 1/x, an intermediate
     "pow": _saves_pow,
     "exp": _RESULT,
     "log": _INPUT,
+    "log1p": _INPUT,
+    "expm1": _RESULT,
+    "reciprocal": _RESULT,
+    "maximum": _BOTH,
+    "minimum": _BOTH,
+    "softplus": _INPUT,
     "sqrt": _RESULT,
     "rsqrt": _RESULT,
     "abs": _INPUT,
@@ -413,6 +433,19 @@ SAVED_FOR_BACKWARD: dict[str, Any] = {
     "matmul": _CROSS,
     "mm": _CROSS,
     "linear": _CROSS,
+    "bmm": _CROSS,
+    "baddbmm": ((1, (2,)), (2, (1,))),
+    "einsum": _CROSS,
+    "conv1d": _BOTH,
+    "conv2d": _BOTH,
+    "max_pool2d": _INPUT,
+    "avg_pool2d": _INPUT,
+    "adaptive_avg_pool2d": _INPUT,
+    "scaled_dot_product_attention": ((0, None), (1, None), (2, None), ("out", None)),
+    # the weight alone requiring grad: PyTorch's composite form keeps x * rstd, not x
+    "rms_norm": ((0, (0,)), (2, (0,))),
+    "group_norm": ((0, None), (2, None)),
+    "batch_norm": _BOTH,
     "max": _saves_max,
     "var": _INPUT,
     "softmax": _RESULT,
@@ -420,6 +453,7 @@ SAVED_FOR_BACKWARD: dict[str, Any] = {
     "logsumexp": ((0, None), ("out", None)),
     "layer_norm": ((0, None), (2, None), (3, None)),
     "embedding": ((0, (1,)),),
+    "masked_fill": ((1, None),),
     "index": ((1, (0,)),),
     "where": ((0, (1, 2)),),
     "mse_loss": ((0, None), (1, None)),
@@ -431,7 +465,7 @@ SAVED_FOR_BACKWARD: dict[str, Any] = {
 }
 
 
-def _save_versions(name: str, args: tuple, needs: tuple, res, Tensor: type) -> tuple:
+def _save_versions(name: str, args: tuple, needs: tuple, res) -> tuple:
     """``(tensor or None for the result, its version counter, the version now)`` for each
     tensor the op keeps for its backward (see :data:`SAVED_FOR_BACKWARD`)."""
     spec = SAVED_FOR_BACKWARD.get(name)
@@ -483,8 +517,6 @@ def _modified_message(node, t, now: int, then: int) -> str:
 
 def _same_format(name: str, args: tuple) -> Format | None:
     """The compute format of matmul-like ops: every floating input must have the same one."""
-    from .tensor import Tensor
-
     fmts = [a.format for a in args if isinstance(a, Tensor) and a.format is not None]
     for f in fmts[1:]:
         if f != fmts[0]:
@@ -500,116 +532,6 @@ def _same_format(name: str, args: tuple) -> Format | None:
 # ---- the backward engine ---------------------------------------------------------------------
 
 
-def _add(a: np.ndarray, b: np.ndarray, fmt: Format) -> np.ndarray:
-    """Sum of two gradient contributions, rounded once to the tensor's format."""
-    m = _info(fmt).math
-    return to_format(a.astype(m, copy=False) + b.astype(m, copy=False), fmt)
-
-
-def _apply_hooks(hooks: dict | None, g: np.ndarray, fmt: Format, shape: tuple) -> np.ndarray:
-    if not hooks:
-        return g
-    from .tensor import Tensor
-
-    for fn in list(hooks.values()):
-        r = fn(Tensor._make(g, fmt))
-        if r is not None:
-            r = r.data if isinstance(r, Tensor) else np.asarray(r)
-            if r.shape != shape:
-                raise RuntimeError(f"hook returned a gradient of shape {r.shape}, expected {shape}")
-            g = to_format(r, fmt)
-    return g
-
-
 def backward(root, grad: Any = None) -> None:
-    """Reverse-mode sweep from ``root``: accumulate gradients into the ``.grad`` of every leaf
-    that requires grad (and of non-leaves that called ``retain_grad()``).
-
-    Nodes run in reverse topological order; a node runs once, with the sum of all its incoming
-    gradients (rounded to the output's format). Tensor hooks see that summed gradient and may
-    replace it. Graphs are kept after backward (as ``retain_graph=True``); higher-order
-    gradients (``create_graph``) are not supported.
-    """
-    from .tensor import Tensor
-
-    if not root.requires_grad:
-        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
-    _check_views((root,), Tensor)
-    fmt = root.format
-    if grad is None:
-        if root.data.size != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        g = np.ones(root.data.shape, _info(fmt).container)
-    else:
-        g = grad.data if isinstance(grad, Tensor) else np.asarray(grad)
-        if g.shape != root.data.shape:
-            raise RuntimeError(f"grad has shape {g.shape}, expected {root.data.shape}")
-        g = to_format(g, fmt)
-
-    # leaf id -> [leaf, summed gradient, whether that array is ours alone (no copy needed)]
-    leaf_grads: dict[int, list] = {}
-    if root._ctx is None:
-        leaf_grads[id(root)] = [root, g, False]
-    else:
-        order = _topological(root._ctx)
-        grads: dict[int, np.ndarray] = {id(root._ctx): g}
-        for node in reversed(order):
-            gn = grads.pop(id(node), None)
-            if gn is None:
-                continue
-            gn = _apply_hooks(node.hooks, gn, node.out_fmt, node.out.shape)
-            if node.retain is not None:
-                t = node.retain()
-                if t is not None:
-                    t.grad = Tensor._make(gn.copy(), node.out_fmt)
-            for inp, edge, gi in zip(node.inputs, node._edges, node._backward(gn), strict=False):
-                if gi is None:
-                    continue
-                if edge is None:
-                    entry = leaf_grads.get(id(inp))
-                    if entry is None:
-                        # a pass-through or view of the incoming gradient must be copied
-                        leaf_grads[id(inp)] = [inp, gi, not np.may_share_memory(gi, gn)]
-                    else:
-                        entry[1], entry[2] = _add(entry[1], gi, inp.format), True
-                else:
-                    k = id(edge)
-                    grads[k] = gi if k not in grads else _add(grads[k], gi, inp.format)
-    for t, gl, owned in leaf_grads.values():
-        if t._hooks:
-            gl, owned = _apply_hooks(t._hooks, gl, t.format, t.data.shape), False
-        if t.grad is None:
-            container = _info(t.format).container
-            owned = owned and gl.dtype == container and gl.flags.writeable and gl.base is None
-            t.grad = Tensor._make(gl if owned else np.array(gl, dtype=container), t.format)
-        else:
-            acc = _add(t.grad.data, gl, t.format)
-            if t.grad.data.flags.writeable and t.grad.data.shape == acc.shape:
-                np.copyto(t.grad.data, acc)  # accumulate in place, as PyTorch does
-                t.grad._bump_version()  # ... and, as there, a graph that kept .grad sees it
-            else:
-                t.grad = Tensor._make(acc, t.format)
-
-
-def _topological(start) -> list:
-    """Nodes reachable from ``start``, inputs before the nodes that consume them (iterative)."""
-    order: list = []
-    visited: set[int] = set()
-    stack = [(start, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            order.append(node)
-            continue
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        stack.append((node, True))
-        for edge in node._edges:
-            if edge is not None and id(edge) not in visited:
-                stack.append((edge, False))
-    return order
-
-
-def _retain_ref(t) -> weakref.ref:
-    return weakref.ref(t)
+    """``root.backward(grad)``: the reverse sweep (:mod:`fpsim.autograd.engine`)."""
+    root.backward(grad)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import decimal
 import numbers
-import warnings
 from collections import namedtuple
 from typing import Any
 
@@ -25,90 +24,21 @@ import numpy as np
 
 from ..containers import is_torch_tensor, torch_to_numpy
 from ..formats import Format, FormatLike, bf16, fp16, fp32, fp64, get_format
-from . import function as _function
-from .dims import wrap_dim, wrap_dims
+from . import engine
+from .dims import wrap_dim
+from .dtypes import _dtype_format, _integer_dtype, _ints_fit_int64, _resolve_format
+from .generator import as_generator, default_generator, manual_seed
 from .grad_mode import is_grad_enabled
 from .hooks import RemovableHandle
 from .precision import _info, _is_int_objects, promote_formats, to_format
+from .registry import op
+from .tensor_ops import TensorOps, _index, _is_basic
 
-__all__ = [
-    "Tensor",
-    "tensor",
-    "from_numpy",
-    "zeros",
-    "ones",
-    "full",
-    "zeros_like",
-    "ones_like",
-    "rand",
-    "randn",
-    "arange",
-    "manual_seed",
-    "default_generator",
-]
+__all__ = ["Tensor", "tensor", "infer_format", "as_generator", "manual_seed", "default_generator"]
 
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
-_default_rng = np.random.default_rng(0)
-
-
-def manual_seed(seed: int) -> np.random.Generator:
-    """Re-seed the default generator (used by ``randn``/``rand``/dropout/initialisation when no
-    generator is given). fpsim starts seeded with 0, so runs are reproducible by default."""
-    global _default_rng
-    _default_rng = np.random.default_rng(seed)
-    return _default_rng
-
-
-def default_generator() -> np.random.Generator:
-    """The generator used where none is passed (see :func:`manual_seed`)."""
-    return _default_rng
-
-
-def as_generator(generator: Any = None) -> np.random.Generator:
-    """``None`` -> the default generator; an int -> a fresh ``default_rng(seed)``; a Generator
-    -> itself."""
-    if generator is None:
-        return _default_rng
-    if isinstance(generator, np.random.Generator):
-        return generator
-    if isinstance(generator, numbers.Integral):
-        return np.random.default_rng(int(generator))
-    raise TypeError(f"expected a seed or a numpy Generator, got {generator!r}")
-
-
-def _integer_dtype(fmt: Any) -> np.dtype | None:
-    """The numpy dtype of the integer tensor ``fmt`` names -- bool, or int64 for every integer
-    name and dtype (``"int32"``, ``np.uint8``, ``torch.int64``: fpsim's integers are int64) --
-    or None when ``fmt`` names no integer type."""
-    if type(fmt).__module__ == "torch" and type(fmt).__name__ == "dtype":
-        if fmt.is_floating_point or fmt.is_complex:
-            return None
-        return np.dtype(bool) if str(fmt) == "torch.bool" else np.dtype(np.int64)
-    if isinstance(fmt, str):
-        fmt = fmt.strip().lower().replace("torch.", "").replace("numpy.", "").replace("np.", "")
-    if isinstance(fmt, (str, type, np.dtype)):
-        try:
-            kind = np.dtype(fmt).kind
-        except (TypeError, ValueError):  # "fp16", "e4m3", "Format(4, 3)": not integer types
-            return None
-        if kind in "iub":
-            return np.dtype(bool) if kind == "b" else np.dtype(np.int64)
-    return None
-
-
-def _resolve_format(fmt: Any) -> Format | None:
-    """A float Format, or None for integer/bool tensors (``"int64"``, ``"bool"``, numpy and
-    torch integer dtypes). Float formats: anything :func:`fpsim.get_format` takes (a Format, a
-    name, a numpy, ml_dtypes or torch dtype)."""
-    if fmt is None or isinstance(fmt, Format):
-        return fmt
-    if _integer_dtype(fmt) is not None:
-        return None
-    return get_format(fmt)
-
-
-class Tensor:
+class Tensor(TensorOps):
     """An array of values of one number format, with reverse-mode gradient support.
 
     ``data`` (numpy) holds the values in the format's container (float32 for every format that
@@ -267,8 +197,23 @@ class Tensor:
     # ---- autograd ----------------------------------------------------------------------------
     def backward(self, gradient: Any = None, retain_graph: bool | None = None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see the package docstring
-        for the formats gradients take). ``gradient`` is required for non-scalar tensors."""
-        _function.backward(self, gradient)
+        for the formats gradients take). ``gradient`` is required for non-scalar tensors.
+        Graphs are kept after backward (as ``retain_graph=True``)."""
+        if not self.requires_grad:
+            raise RuntimeError(
+                "element 0 of tensors does not require grad and does not have a grad_fn"
+            )
+        _check_views((self,))
+        if gradient is None:
+            if self.data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            g = np.ones(self.data.shape, _info(self.format).container)
+        else:
+            g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
+            if g.shape != self.data.shape:
+                raise RuntimeError(f"grad has shape {g.shape}, expected {self.data.shape}")
+            g = to_format(g, self.format)
+        engine.backward(self, g, Tensor)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if requires_grad and self.format is None:
@@ -289,7 +234,7 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False")
         if self._ctx is not None:
-            self._ctx.retain = _function._retain_ref(self)
+            self._ctx.retain = engine.retain_ref(self)
 
     def register_hook(self, fn) -> RemovableHandle:
         """Call ``fn(grad)`` with this tensor's gradient during backward (the sum of all its
@@ -379,17 +324,17 @@ class Tensor:
 
     def zero_(self) -> Tensor:
         self._check_inplace()
-        return self._write(0, ..., Zero)
+        return self._write(0, ..., op("zero_"))
 
     def fill_(self, value: Any) -> Tensor:
         """Set every element to ``value`` (a number, or a 0-dim tensor), rounded to the format."""
         self._check_inplace()
-        return self._write(value, ..., Fill)
+        return self._write(value, ..., op("fill_"))
 
     def copy_(self, src: Any) -> Tensor:
         """Copy values in (rounded to this tensor's format), broadcasting like PyTorch."""
         self._check_inplace()
-        return self._write(src, ..., Copy)
+        return self._write(src, ..., op("copy_"))
 
     def _convert_value(self, v: Any) -> np.ndarray:
         arr = v.data if isinstance(v, Tensor) else np.asarray(v)
@@ -400,8 +345,8 @@ class Tensor:
     def __setitem__(self, idx, value) -> None:
         """``t[idx] = value``, rounded to the format; recorded like :meth:`copy_`."""
         i = _index(idx)
-        self._check_inplace(through_view=_ops._is_basic(i))
-        self._write(value, i, IndexPut)
+        self._check_inplace(through_view=_is_basic(i))
+        self._write(value, i, op("index_put_"))
 
     # ---- format conversion (cast nodes) ------------------------------------------------------
     def to(
@@ -416,7 +361,7 @@ class Tensor:
             return Tensor._make(self.data.astype(_integer_dtype(fmt)), None)
         if target == self.format and rounding == "nearest_even":
             return self
-        return _ops.Cast.apply(self, target, rounding=rounding, seed=seed)
+        return op("cast").apply(self, target, rounding=rounding, seed=seed)
 
     def half(self) -> Tensor:
         return self.to(fp16)
@@ -439,54 +384,10 @@ class Tensor:
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.format if other.format is not None else other.data.dtype)
 
-    # ---- arithmetic operators ----------------------------------------------------------------
+    # ---- operands (the operators and op methods are TensorOps') -------------------------------
     def _wrap(self, other: Any) -> Tensor:
+        """``other`` as an operand: tensors pass, numbers become weak constants."""
         return other if isinstance(other, Tensor) else _constant(other, self)
-
-    def __add__(self, other):
-        return _ops.Add.apply(self, self._wrap(other))
-
-    def __radd__(self, other):
-        return _ops.Add.apply(self._wrap(other), self)
-
-    def __sub__(self, other):
-        return _ops.Sub.apply(self, self._wrap(other))
-
-    def __rsub__(self, other):
-        return _ops.Sub.apply(self._wrap(other), self)
-
-    def __mul__(self, other):
-        return _ops.Mul.apply(self, self._wrap(other))
-
-    def __rmul__(self, other):
-        return _ops.Mul.apply(self._wrap(other), self)
-
-    def __truediv__(self, other):
-        return _ops.Div.apply(self, self._wrap(other))
-
-    def __rtruediv__(self, other):
-        return _ops.RDiv.apply(self._wrap(other), self)
-
-    def __pow__(self, other):
-        return _ops.Pow.apply(self, self._wrap(other))
-
-    def __rpow__(self, other):
-        return _ops.Pow.apply(self._wrap(other), self)
-
-    def __neg__(self):
-        return _ops.Neg.apply(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return _ops.Abs.apply(self)
-
-    def __matmul__(self, other):
-        return _ops.MatMul.apply(self, self._wrap(other))
-
-    def __rmatmul__(self, other):
-        return _ops.MatMul.apply(self._wrap(other), self)
 
     # comparisons: no gradient, bool tensors
     def _compare(self, other, op) -> Tensor:
@@ -522,89 +423,17 @@ class Tensor:
     def __or__(self, other):
         return self._compare(other, np.logical_or if self.data.dtype == bool else np.bitwise_or)
 
-    # ---- methods mirroring the functional ops ------------------------------------------------
-    def add(self, other):
-        return self + other
-
-    def sub(self, other):
-        return self - other
-
-    def mul(self, other):
-        return self * other
-
-    def div(self, other):
-        return self / other
-
-    def neg(self):
-        return -self
-
-    def pow(self, exponent):
-        return self**exponent
-
-    def exp(self):
-        return _ops.Exp.apply(self)
-
-    def log(self):
-        return _ops.Log.apply(self)
-
-    def sqrt(self):
-        return _ops.Sqrt.apply(self)
-
-    def rsqrt(self):
-        return _ops.Rsqrt.apply(self)
-
-    def abs(self):
-        return _ops.Abs.apply(self)
-
-    def clamp(self, min: float | None = None, max: float | None = None):
-        return _ops.Clamp.apply(self, min, max)
-
-    clip = clamp
-
-    def relu(self):
-        return _ops.ReLU.apply(self)
-
-    def gelu(self, approximate: str = "none"):
-        return _ops.GELU.apply(self, approximate)
-
-    def silu(self):
-        return _ops.SiLU.apply(self)
-
-    def tanh(self):
-        return _ops.Tanh.apply(self)
-
-    def sigmoid(self):
-        return _ops.Sigmoid.apply(self)
-
-    def matmul(self, other):
-        return self @ other
-
-    def mm(self, other):
-        return _ops.MM.apply(self, self._wrap(other))
-
-    def sum(self, dim=None, keepdim: bool = False):
-        return _ops.Sum.apply(self, dim, keepdim)
-
-    def mean(self, dim=None, keepdim: bool = False):
-        return _ops.Mean.apply(self, dim, keepdim)
-
-    def var(
-        self, dim=None, correction: int = 1, keepdim: bool = False, unbiased: bool | None = None
-    ):
-        if unbiased is not None:
-            correction = int(unbiased)
-        return _ops.Var.apply(self, dim, correction, keepdim)
-
+    # ---- reductions that return indices ----------------------------------------------------
     def max(self, dim: int | None = None, keepdim: bool = False):
         """Largest value (``dim=None``) or ``(values, indices)`` along ``dim``, as PyTorch."""
-        values = _ops.Max.apply(self, dim, keepdim)
+        values = op("max").apply(self, dim, keepdim)
         if dim is None:
             return values
         return MaxResult(values, self.argmax(dim, keepdim))
 
     def min(self, dim: int | None = None, keepdim: bool = False):
         """Smallest value (``dim=None``) or ``(values, indices)`` along ``dim``, as PyTorch."""
-        values = _ops.Max.apply(self, dim, keepdim, False)
+        values = op("max").apply(self, dim, keepdim, False)
         if dim is None:
             return values
         return MaxResult(values, self.argmin(dim, keepdim))
@@ -627,101 +456,30 @@ class Tensor:
             idx = np.argmin(self.data, axis=d, keepdims=keepdim) if self.ndim else 0
         return Tensor._make(np.asarray(idx, dtype=np.int64), None)
 
-    def softmax(self, dim: int = -1):
-        return _ops.Softmax.apply(self, dim)
-
-    def log_softmax(self, dim: int = -1):
-        return _ops.LogSoftmax.apply(self, dim)
-
-    def logsumexp(self, dim=-1, keepdim: bool = False):
-        return _ops.LogSumExp.apply(self, dim, keepdim)
-
-    def reshape(self, *shape):
-        return _ops.Reshape.apply(self, _shape_arg(shape))
-
-    def view(self, *shape):
-        return _ops.View.apply(self, _shape_arg(shape))
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1):
-        s = self.shape
-        a = wrap_dim(start_dim, len(s), arg="start_dim")
-        b = wrap_dim(end_dim, len(s), arg="end_dim")
-        if a > b:
-            raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
-        if not s:
-            return self.reshape(1)
-        return self.reshape(s[:a] + (int(np.prod(s[a : b + 1])),) + s[b + 1 :])
-
-    def squeeze(self, dim: int | tuple | None = None):
-        """Drop dimensions of size 1: all of them, or those of ``dim`` (an int or a tuple) that
-        have size 1."""
-        s = self.shape
-        if dim is None:
-            return self.reshape(tuple(n for n in s if n != 1))
-        if isinstance(dim, (tuple, list)):
-            dims = wrap_dims(dim, len(s))
-        else:
-            dims = (wrap_dim(dim, len(s)),)
-        keep = tuple(n for i, n in enumerate(s) if n != 1 or i not in dims)
-        return self.reshape(keep) if len(keep) != len(s) else self
-
-    def unsqueeze(self, dim: int):
-        s = self.shape
-        d = wrap_dim(dim, len(s) + 1)  # the new dim may follow the last one
-        return self.reshape(s[:d] + (1,) + s[d:])
-
-    def transpose(self, dim0: int, dim1: int):
-        return _ops.Transpose.apply(self, dim0, dim1)
-
-    def permute(self, *dims):
-        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
-            dims = tuple(dims[0])
-        return _ops.Permute.apply(self, dims)  # not _shape_arg: int() would accept 1.0 and "1"
-
-    @property
-    def T(self):
-        return self if self.ndim < 2 else self.permute(*reversed(range(self.ndim)))
-
-    def t(self):
-        """The transpose of a matrix; a 0-d or 1-d tensor is its own (as PyTorch)."""
-        if self.ndim > 2:
-            raise RuntimeError(
-                f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D"
-            )
-        return self if self.ndim < 2 else self.transpose(0, 1)
-
-    def clone(self):
-        return _ops.Clone.apply(self)
-
-    def __getitem__(self, idx):
-        if isinstance(idx, Tensor) and idx.format is None and idx.data.dtype != bool:
-            return _ops.Index.apply(self, idx)  # an argument: the op records its version
-        return _ops.Index.apply(self, _index(idx))
-
 
 # ---- construction ----------------------------------------------------------------------------
 
 
-def _shape_arg(shape: tuple) -> tuple:
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(int(s) for s in shape)
+
+_VIEW_WRITE = (
+    "fpsim does not record an in-place operation on a view of a tensor when either requires "
+    "grad (PyTorch rewrites the base's history, CopySlices). Write into the base tensor "
+    "instead (t[idx] = value), or build the new values out of place."
+)
+
+_STALE_VIEW = (
+    "a view is used after its base tensor was modified by a recorded in-place operation: "
+    "PyTorch would rebuild the view's history from the modified base, fpsim does not. Take the "
+    "view again after the in-place operation (or modify the base under no_grad)."
+)
 
 
-def _index(idx):
-    """An index as numpy takes it: tensors and lists inside it become arrays -- copies, so that
-    a later in-place change of an index cannot reach a backward that kept it -- and bool masks
-    become integer indices."""
-    if isinstance(idx, tuple):
-        return tuple(_index(i) for i in idx)
-    if isinstance(idx, Tensor):
-        idx = idx.data
-    if isinstance(idx, (list, np.ndarray)):
-        idx = np.array(idx)
-    if isinstance(idx, np.ndarray) and idx.dtype == bool:
-        return np.nonzero(idx) if idx.ndim > 1 else np.nonzero(idx)[0]
-    return idx
-
+def _check_views(args: tuple) -> None:
+    """Refuse a view whose base got a new history from an in-place write after the view was
+    taken: its own history would route gradients through the base's old values."""
+    for a in args:
+        if isinstance(a, Tensor) and a._view is not None and a._view[0]._ctx is not a._view[1]:
+            raise RuntimeError(_STALE_VIEW)
 
 def _constant(value: Any, like: Tensor) -> Tensor:
     """An operand that is not a Tensor. Python scalars are *weak*: they never widen the compute
@@ -748,17 +506,6 @@ def _constant(value: Any, like: Tensor) -> Tensor:
     if isinstance(value, (np.ndarray, list, tuple)):
         return tensor(value)
     raise TypeError(f"unsupported operand type for a Tensor op: {type(value).__name__}")
-
-
-def _dtype_format(dt: np.dtype) -> Format | None:
-    """The format of numpy data of dtype ``dt`` (float16 -> fp16, ml_dtypes bfloat16 -> bf16,
-    float8_e4m3fn -> fp8_e4m3, float64 -> fp64, ...); None for integers and bool."""
-    if dt.kind in "iub":
-        return None
-    try:
-        return get_format(dt)
-    except (TypeError, ValueError):
-        raise TypeError(f"cannot make a tensor from {dt} data") from None
 
 
 def _collect_formats(x: Any, found: list) -> None:
@@ -869,182 +616,3 @@ def tensor(data: Any, format: FormatLike | None = None, requires_grad: bool = Fa
     if requires_grad:
         t.requires_grad_(True)
     return t
-
-
-_NOT_WRITABLE = (
-    "The given NumPy array is not writable, and fpsim writes tensors in place through their "
-    "arrays (in-place ops, optimizer steps). Writing to this tensor will raise. You may want to "
-    "copy the array to protect its data or make it writable before converting it to a tensor."
-)
-
-
-def from_numpy(ndarray: np.ndarray) -> Tensor:
-    """A tensor that shares ``ndarray``'s memory, as ``torch.from_numpy``: writing into either
-    changes the other. The format is the dtype's: float32 -> fp32, float64 -> fp64; int64 and
-    bool arrays give integer tensors.
-
-    Other dtypes raise ``TypeError``: fpsim keeps fp16, bf16 and fp8 values in float32 arrays
-    and integers in int64 ones, so a float16 (ml_dtypes, int32, ...) array cannot be shared
-    (``torch.from_numpy`` takes float16 and every integer width); :func:`tensor` copies such
-    an array, with the format of its dtype. A non-native byte order raises ``ValueError`` and a
-    read-only array warns, as in PyTorch.
-
-    >>> a = np.array([1.0, 2.0], dtype=np.float32)
-    >>> t = from_numpy(a)
-    >>> a[0] = -1.0
-    >>> t
-    tensor([-1.,  2.], format=fp32)
-    """
-    if not isinstance(ndarray, np.ndarray):
-        tp = type(ndarray)
-        name = tp.__name__ if tp.__module__ == "builtins" else f"{tp.__module__}.{tp.__name__}"
-        raise TypeError(f"expected np.ndarray (got {name})")
-    dt = ndarray.dtype
-    if not dt.isnative:
-        raise ValueError(
-            "given numpy array has byte order different from the native byte order. "
-            "Conversion between byte orders is currently not supported."
-        )
-    if dt == np.float32 or dt == np.float64:
-        fmt: Format | None = get_format(dt)
-    elif dt == np.int64 or dt == np.bool_:
-        fmt = None
-    else:
-        raise TypeError(
-            f"can't convert np.ndarray of type {dt.type.__module__}.{dt.type.__name__}. The only "
-            "supported types are: float64, float32, int64, and bool. (fpsim keeps fp16, bf16 "
-            "and fp8 values in float32 arrays and integers in int64 ones; fpsim.tensor(array) "
-            "copies an array of any other dtype, in the format of its dtype.)"
-        )
-    if not ndarray.flags.writeable:
-        warnings.warn(_NOT_WRITABLE, UserWarning, stacklevel=2)
-    return Tensor._make(ndarray, fmt)
-
-
-def _ints_fit_int64(arr: np.ndarray) -> bool:
-    """True when every integer of ``arr`` (an integer or object array) is an int64."""
-    if arr.dtype.kind == "i":
-        return True
-    i64 = np.iinfo(np.int64)
-    return all(i64.min <= int(v) <= i64.max for v in (arr.min(), arr.max()))
-
-
-def _default(format: FormatLike | None) -> FormatLike:
-    """``format=None`` of a factory: fp32, the default dtype (the float64 samples and fills
-    below are not fp64 data)."""
-    return fp32 if format is None else format
-
-
-def zeros(*shape, format: FormatLike = "fp32", requires_grad: bool = False) -> Tensor:
-    return tensor(np.zeros(_shape_arg(shape)), _default(format), requires_grad)
-
-
-def ones(*shape, format: FormatLike = "fp32", requires_grad: bool = False) -> Tensor:
-    return tensor(np.ones(_shape_arg(shape)), _default(format), requires_grad)
-
-
-def full(shape, value: float, format: FormatLike = "fp32", requires_grad: bool = False) -> Tensor:
-    """``value`` everywhere, rounded once (an integer from its exact value); ``format=None``:
-    the value's own (a Python float: fp32, an int: an int64 tensor), as ``torch.full``."""
-    v = value.item() if isinstance(value, Tensor) else value
-    fmt = infer_format(v) if format is None else format
-    fill = v if isinstance(v, (numbers.Integral, np.bool_)) else float(v)
-    return tensor(np.full(_shape_arg((shape,)), fill), fmt, requires_grad)
-
-
-def zeros_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    return tensor(np.zeros(t.shape), t.dtype, requires_grad)
-
-
-def ones_like(t: Tensor, requires_grad: bool = False) -> Tensor:
-    return tensor(np.ones(t.shape), t.dtype, requires_grad)
-
-
-def randn(
-    *shape, format: FormatLike = "fp32", generator: Any = None, requires_grad: bool = False
-) -> Tensor:
-    """Standard normal samples (drawn in float64 from ``generator``, then rounded once)."""
-    g = as_generator(generator)
-    return tensor(g.standard_normal(_shape_arg(shape)), _default(format), requires_grad)
-
-
-def rand(
-    *shape, format: FormatLike = "fp32", generator: Any = None, requires_grad: bool = False
-) -> Tensor:
-    """Uniform [0, 1) samples (drawn in float64 from ``generator``, then rounded once)."""
-    g = as_generator(generator)
-    return tensor(g.random(_shape_arg(shape)), _default(format), requires_grad)
-
-
-def arange(start, end=None, step=1, format: FormatLike | None = None) -> Tensor:
-    """Like ``torch.arange``: integers give an int64 tensor, floats fp32 (the default dtype),
-    unless a format is given."""
-    arr = np.arange(start, end, step) if end is not None else np.arange(start)
-    return tensor(arr, _default(format) if arr.dtype.kind == "f" else format)
-
-
-# ---- in-place writes as graph nodes ----------------------------------------------------------
-
-_VIEW_WRITE = (
-    "fpsim does not record an in-place operation on a view of a tensor when either requires "
-    "grad (PyTorch rewrites the base's history, CopySlices). Write into the base tensor "
-    "instead (t[idx] = value), or build the new values out of place."
-)
-
-
-class _Write(_function.Function):
-    """An in-place write recorded in the graph: arguments ``(old, src, idx)``, the result is
-    ``old`` with ``src`` (a tensor or a number, rounded once to ``old``'s format) written at
-    ``idx``. Backward: ``old`` gets the gradient where its values were kept (0 where they were
-    overwritten); ``src`` the gradient of the positions written, summed over broadcasting in
-    the format and then cast to ``src``'s own format (as PyTorch). Keeps no tensor."""
-
-    forward_precision = backward_precision = "raw"
-    dispatch = False  # autocast never casts a write: it is in the written tensor's format
-
-    @classmethod
-    def compute_format(cls, args: tuple, kwargs: dict) -> Format | None:
-        return args[0].format
-
-    @staticmethod
-    def forward(ctx, old, src, idx):
-        arr = src.data if isinstance(src, Tensor) else np.asarray(src)
-        ctx.idx, ctx.src_shape = idx, arr.shape
-        ctx.src_fmt = src.format if isinstance(src, Tensor) else None
-        out = np.array(old.data, copy=True)
-        out[idx] = to_format(arr, ctx.fmt)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        n_old, n_src = ctx.needs_input_grad[:2]
-        g_old = g_src = None
-        if n_old:
-            g_old = np.array(g, copy=True)
-            g_old[ctx.idx] = 0
-        if n_src:
-            part = np.asarray(g[ctx.idx])
-            if part.shape != ctx.src_shape:
-                summed = _ops._unbroadcast(part.astype(_info(ctx.fmt).math), ctx.src_shape)
-                part = to_format(summed, ctx.fmt)
-            g_src = to_format(part, ctx.src_fmt)
-        return g_old, g_src, None
-
-
-class Fill(_Write):
-    name = "fill_"
-
-
-class Zero(_Write):
-    name = "zero_"
-
-
-class Copy(_Write):
-    name = "copy_"
-
-
-class IndexPut(_Write):
-    name = "index_put_"
-
-
-from . import ops as _ops  # noqa: E402  (ops import Tensor from this module)
