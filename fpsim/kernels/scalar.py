@@ -548,7 +548,8 @@ def random62_keyed(a, b, index):
 # Arithmetic: correctly rounded add, sub, mul, div, sqrt, fma (used by fpsim.arith).
 #
 # Every operation is "compute an exact (or exactly-as-good) float64 stand-in, then round it once
-# with convert". Why each stand-in is good enough is argued in fpsim/arith.py's docstring:
+# with convert". Why each stand-in is good enough is argued in the docstring of
+# fpsim/arith/elementwise.py:
 #   add/sub/fma  two_sum gives the exact result as s + err; rounding s to odd (a sticky last
 #                bit) then rounding once to a format with p <= 51 bits is a correct single
 #                rounding in every mode (Boldo & Melquiond, "Emulation of FMA and correctly
