@@ -304,3 +304,129 @@ def reduce_reference(terms, acc, out, order="sequential", mode="nearest_even", r
 
 def _fin(v) -> bool:
     return isinstance(v, Fraction) or math.isfinite(v)
+
+
+# ---- the block FMA of a tensor core, from its definition ----------------------------------------
+def _exp2_floor(v: Fraction) -> int:
+    """floor(log2 |v|) for v != 0."""
+    return _binade(abs(v))
+
+
+def _align(v: Fraction, unit: Fraction, how: str) -> int:
+    """|v| in units of ``unit``, cut to an integer: truncated, or rounded to nearest even."""
+    n = abs(v) / unit
+    lo = math.floor(n)
+    if how == "truncate":
+        return lo
+    rem = n - lo
+    return lo + 1 if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and lo % 2 == 1) else lo
+
+
+def _ieee_add(x: float, y: float, f, mode: str, subnormals=True, rand62=0) -> float:
+    return op_oracle("add", [x, y], f, mode, subnormals=subnormals, rand62=rand62)
+
+
+def block_fma_reference(a, b, fmt, model, c=0.0, out="fp64", mode="nearest_even", rand=None):
+    """One dot product computed by the block FMA ``model`` (a fpsim.arith.BlockFMA, read for its
+    parameters only), exactly as fpsim.arith.accumulation defines it: exact rational arithmetic
+    for the alignment and the block sums, :func:`round_rational` for every rounding.
+
+    ``a``, ``b``: the K inputs (floats, values of ``fmt``); ``b=None`` for a sum (the terms are
+    a's values, aligned by their own exponents); ``c``: the starting accumulator; ``out``,
+    ``mode``: the final rounding; ``rand(r)``: the random bits of rounding event r
+    (2 * block + 1 for block roundings, 2K for the final one).
+    """
+    rnd = rand or (lambda r: 0)
+    f = fpsim.get_format(fmt)
+    acc = model.acc
+    K = len(a)
+    unit = b is None
+    a = [float(v) for v in a]
+    b = [1.0] * K if unit else [float(v) for v in b]
+    two_in = Fraction(2) ** f.emin  # inputs below this are read in the lowest binade
+    c_emin = min(acc.emin, -126)  # the accumulator is read as a binary32 number
+    F = model.align_bits
+    bmode = model.rounding
+
+    def flush_in(x: float) -> float:
+        if model.input_subnormals or not math.isfinite(x) or abs(Fraction(x)) >= two_in:
+            return x
+        return math.copysign(0.0, x)
+
+    def e_in(x: float) -> int:
+        return max(_exp2_floor(Fraction(x)), f.emin)
+
+    s = float(c)
+    outer = 0.0
+    for blk, k0 in enumerate(range(0, K, model.block)):
+        k1 = min(k0 + model.block, K)
+        xs = [flush_in(v) for v in a[k0:k1]]
+        ys = b[k0:k1] if unit else [flush_in(v) for v in b[k0:k1]]
+        if F is None:
+            for x, y in zip(xs, ys, strict=True):
+                s = op_oracle("fma", [x, y, s], acc, bmode, subnormals=model.acc_subnormals,
+                              rand62=rnd(2 * blk + 1))  # fmt: skip
+        else:
+            if not model.acc_subnormals and math.isfinite(s) and abs(s) < acc.min_normal:
+                s = math.copysign(0.0, s)
+            # the products as floats (NaN, inf and the signs of zeros), exact where finite
+            prods = []
+            for x, y in zip(xs, ys, strict=True):
+                p = x * y
+                if math.isfinite(p):
+                    q = Fraction(x) * Fraction(y)
+                    if model.products == "rounded" and q != 0:
+                        p = round_rational(q, acc)
+                    elif q != 0:
+                        p = q
+                prods.append(p)
+            terms = [s] + prods
+            nonfinite = [t for t in terms if isinstance(t, float) and not math.isfinite(t)]
+            if nonfinite:
+                if any(math.isnan(t) for t in nonfinite) or len({t > 0 for t in nonfinite}) > 1:
+                    s = math.nan
+                else:
+                    s = nonfinite[0]
+            else:
+                exps = []
+                for p, x, y in zip(prods, xs, ys, strict=True):
+                    if p == 0:
+                        continue
+                    if model.products == "rounded":
+                        exps.append(max(_exp2_floor(Fraction(p)), c_emin))
+                    elif unit:
+                        exps.append(e_in(x))
+                    elif model.normalize_products:
+                        exps.append(max(e_in(x) + e_in(y), _exp2_floor(Fraction(p))))
+                    else:
+                        exps.append(e_in(x) + e_in(y))
+                if s != 0:
+                    exps.append(max(_exp2_floor(Fraction(s)), c_emin))
+                if model.min_exponent is not None:
+                    exps.append(model.min_exponent)
+                X = 0
+                if exps:
+                    unit_q = _pow2(max(exps) - F)
+                    for t in terms:
+                        if t != 0:
+                            X += (1 if t > 0 else -1) * _align(Fraction(t), unit_q,
+                                                               model.align_rounding)  # fmt: skip
+                if X == 0:
+                    all_neg_zero = all(t == 0 and math.copysign(1.0, t) < 0 for t in terms)
+                    s = -0.0 if (bmode == "down" or all_neg_zero) else 0.0
+                else:
+                    v = X * unit_q
+                    if abs(v) >= _pow2(acc.emax + 1):
+                        s = math.inf if v > 0 else -math.inf
+                    else:
+                        s = round_rational(v, acc, bmode, subnormals=model.acc_subnormals,
+                                           rand62=rnd(2 * blk + 1))  # fmt: skip
+        if model.promote_every and (k1 % model.promote_every == 0 or k1 == K):
+            outer = _ieee_add(outer, s, model.promote_to, "nearest_even")
+            s = 0.0
+    total = outer if model.promote_every else s
+    if not math.isfinite(total):
+        return total if (math.isnan(total) or fpsim.get_format(out).has_inf) else math.nan
+    if total == 0:
+        return total
+    return round_rational(Fraction(total), out, mode, rand62=rnd(2 * K))

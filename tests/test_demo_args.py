@@ -78,6 +78,11 @@ BAD = [
     (["blocks", "--outliers", "two"], ["--outliers", "not a whole number"]),
     (["blocks", "--seed", "2.5"], ["--seed", "not a whole number"]),
     (["figures", "--bogus"], ["unrecognized arguments: --bogus"]),
+    (["tensorcore", "--ks", "0"], ["--ks", "from 1"]),
+    (["tensorcore", "--ks", "64,70000"], ["--ks", "65,536", "exact dot products"]),
+    (["tensorcore", "--ks", ","], ["--ks", "at least one"]),
+    (["tensorcore", "--ks", "64,2.5"], ["--ks", "not a whole number"]),
+    (["tensorcore", "--size", "300"], ["--size", "256"]),
 ]
 
 

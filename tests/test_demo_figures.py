@@ -20,7 +20,16 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-from fpsim.demo import _common, accumulate, bf16, blocks, overflow, swamping, underflow  # noqa: E402
+from fpsim.demo import (  # noqa: E402
+    _common,
+    accumulate,
+    bf16,
+    blocks,
+    overflow,
+    swamping,
+    tensorcore,
+    underflow,
+)
 from fpsim.demo import figures as figures_demo  # noqa: E402
 from fpsim.demo.__main__ import main  # noqa: E402
 from fpsim.formats import get_format  # noqa: E402
@@ -53,9 +62,11 @@ def demo_figures(tmp_path_factory):
         ["accumulate", "-n", "600"],
         ["bf16", "--steps", "4"],
         ["blocks"],
+        ["tensorcore", "--ks", "64,256,2048", "--size", "2"],
     ]
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(io.StringIO()):
-        for mod in (underflow, overflow, swamping, accumulate, bf16, blocks, figures_demo):
+        for mod in (underflow, overflow, swamping, accumulate, bf16, blocks, tensorcore,
+                    figures_demo):  # fmt: skip
             mp.setattr(mod, "save_figure", keep)
         for args in runs:
             assert main([*args, "--out", out, "--quiet"]) == 0

@@ -269,3 +269,37 @@ def test_underflow_subprocess():
     assert r.returncode == 0, r.stderr
     assert "fp16 + dynamic scaling" in r.stdout and "not in scope" not in r.stderr
     assert "it/s" not in r.stderr  # no progress bar when stderr is not a terminal
+
+
+# ---- tensorcore ---------------------------------------------------------------------------------
+def test_tensorcore(tmp_path, capsys):
+    """The printed errors against dot products computed by the exact rational definition of
+    each model (tests/arith_oracle.py), on the demo's own random matrices."""
+    from arith_oracle import block_fma_reference
+
+    from fpsim import arith
+    from fpsim.demo import tensorcore
+
+    ks = (64, 256, 2048)
+    out = run_demo(capsys, "tensorcore", "--ks", ",".join(map(str, ks)), "--size", "2",
+                   "--out", str(tmp_path))  # fmt: skip
+    blocks = out.split("2. Zero-mean")
+    for dist, measure, text in (("positive", "max", blocks[0]), ("zero-mean", "norm", blocks[1])):
+        for k in ks:
+            a, b = tensorcore.matrices(dist, 2, k, 0)
+            exact = a @ b
+            want = []
+            for name in tensorcore.MODELS:
+                m = arith.get_accumulation(name)
+                c = np.array([[block_fma_reference(a[i], b[:, j], "fp8_e4m3", m, out="fp32")
+                               for j in range(2)] for i in range(2)])  # fmt: skip
+                rel = np.abs(c - exact) / np.abs(exact)
+                v = rel.max() if measure == "max" else np.linalg.norm(c - exact) / np.linalg.norm(
+                    exact)  # fmt: skip
+                want.append(f"{v:.2e}" if v else "0")
+            row = [ln.split() for ln in text.splitlines() if ln.split()[:1] == [str(k)]][0]
+            assert row[1:] == want, (dist, k, row, want)
+    # the prose quotes the table
+    first = [ln.split() for ln in blocks[0].splitlines() if ln.split()[:1] == ["64"]][0]
+    assert f"grows from {100 * float(first[2]):.3g}% at K = 64" in out.replace("\n", " ")
+    assert png_size(tmp_path / "tensorcore.png") == (1200, 480)

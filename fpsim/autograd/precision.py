@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..core import _ints_exact_in_float64, round_to
-from ..formats import Format, FormatLike, fp32, fp64, get_format, list_formats
+from ..formats import Format, fp32, fp64, get_format, list_formats
 
 __all__ = [
     "promote_formats",
@@ -32,6 +32,7 @@ __all__ = [
     "matmul_accumulation",
     "get_matmul_accumulation",
     "set_matmul_accumulation",
+    "ModelAccumulator",
 ]
 
 F32 = np.dtype(np.float32)
@@ -183,20 +184,40 @@ def _round_integers(a: np.ndarray, fmt: Format, rounding: str, seed: int | None)
 _acc_state = threading.local()
 
 
-def get_matmul_accumulation() -> Format | str:
-    """The accumulator of matmul/mm/linear in this thread: a Format (default fp32, as PyTorch
-    and tensor cores) or ``"input"`` (each op accumulates in its own format)."""
+def _accumulation(acc):
+    """A Format, ``"input"``, or a hardware accumulation model (a preset name or a BlockFMA)."""
+    if isinstance(acc, str) and acc == "input":
+        return acc
+    from ..arith.accumulation import PRESETS, BlockFMA  # below the engine; light
+
+    if isinstance(acc, BlockFMA):
+        return acc
+    if isinstance(acc, str) and acc in PRESETS:
+        return PRESETS[acc]
+    return get_format(acc)
+
+
+def get_matmul_accumulation():
+    """The accumulation of matmul/mm/linear in this thread: a Format (default fp32, as PyTorch
+    and tensor cores), ``"input"`` (each op accumulates in its own format) or a hardware model
+    (:class:`fpsim.arith.BlockFMA`)."""
     return getattr(_acc_state, "acc", fp32)
 
 
-def set_matmul_accumulation(acc: FormatLike) -> None:
-    """Set the matmul accumulator for this thread (see :func:`matmul_accumulation`)."""
-    _acc_state.acc = acc if (isinstance(acc, str) and acc == "input") else get_format(acc)
+def set_matmul_accumulation(acc) -> None:
+    """Set the matmul accumulation for this thread (see :func:`matmul_accumulation`)."""
+    _acc_state.acc = _accumulation(acc)
 
 
 @contextmanager
-def matmul_accumulation(acc: FormatLike):
-    """Run matmul/mm/linear with accumulator ``acc`` inside the block.
+def matmul_accumulation(acc):
+    """Run matmul/mm/linear with accumulation ``acc`` inside the block: an accumulator format,
+    ``"input"``, or a hardware accumulation model -- a preset name of
+    :func:`fpsim.arith.list_accumulations` or a :class:`fpsim.arith.BlockFMA` -- with which
+    every matrix product of a training run, forward and backward, is computed as that tensor
+    core computes it. A model applies to the input formats it describes (``model.inputs``;
+    all, for a custom model); products in other formats (fp32 layers outside autocast, say)
+    accumulate in fp32, as they would on that GPU's CUDA cores.
 
     >>> from fpsim.autograd import ones
     >>> x = ones(4096, format="fp16")
@@ -205,6 +226,9 @@ def matmul_accumulation(acc: FormatLike):
     >>> with matmul_accumulation("input"):        # accumulate in fp16: stops at 2048
     ...     (x @ x).item()
     2048.0
+    >>> with matmul_accumulation("h100_fp16"):    # blocks of 16 exact products, truncated
+    ...     get_matmul_accumulation().block, get_matmul_accumulation().rounding
+    (16, 'toward_zero')
     """
     old = get_matmul_accumulation()
     set_matmul_accumulation(acc)
@@ -214,11 +238,37 @@ def matmul_accumulation(acc: FormatLike):
         _acc_state.acc = old
 
 
-def resolve_accumulator(acc: FormatLike | None, fmt: Format) -> Format:
-    """The accumulator format of a matrix product in ``fmt``: never narrower than ``fmt``."""
-    if acc is None:
-        acc = get_matmul_accumulation()
-    a = fmt if (isinstance(acc, str) and acc == "input") else get_format(acc)
+class ModelAccumulator(Format):
+    """The accumulator format of a hardware accumulation model (where its sums end up: the
+    accumulator, or the format it promotes to), carrying the model and the matmul's input
+    format: it *is* the accumulator's Format (equal to it, same container), so
+    every op that treats its accumulation as a format -- adds a bias in it, rounds into it,
+    calls ``_matmul_values(x, w, acc, acc)`` for "the accumulator's values" -- works unchanged,
+    and :func:`_matmul_values` recognises it and computes the products with the model."""
+
+    __slots__ = ("model", "input_format")
+
+    def __init__(self, model, fmt: Format) -> None:
+        a = model.promote_to if model.promote_every else model.acc  # where the sums end up
+        super().__init__(a.exp_bits, a.man_bits, a.bias, has_inf=a.has_inf, nan=a.nan,
+                         has_subnormals=a.has_subnormals, signed=a.signed, name=a.name)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "input_format", fmt)
+
+    def __repr__(self) -> str:
+        return f"ModelAccumulator({self.model.name}, {self.input_format.name} inputs)"
+
+
+def resolve_accumulator(acc, fmt: Format) -> Format:
+    """The accumulation of a matrix product in ``fmt``: a Format never narrower than ``fmt``, or,
+    when the hardware model describes ``fmt``, the model's :class:`ModelAccumulator` (a model
+    applied to other formats gives fp32, or ``fmt`` if wider)."""
+    acc = get_matmul_accumulation() if acc is None else _accumulation(acc)
+    if not isinstance(acc, (Format, str)):  # a hardware model
+        if acc.inputs is None or fmt.name in acc.inputs:
+            return ModelAccumulator(acc, fmt)
+        acc = fp32
+    a = fmt if (isinstance(acc, str) and acc == "input") else acc
     return a if contains(a, fmt) else fmt
 
 
@@ -226,17 +276,24 @@ def _matmul_values(a: np.ndarray, b: np.ndarray, fmt: Format, acc: Format) -> np
     """THE matrix product of the engine (every matmul/mm/linear product, forward and backward,
     goes through here): arrays holding values of ``fmt``, numpy matmul shapes (batches
     broadcast) -> ``a @ b`` accumulated in ``acc``, rounded once to ``fmt``, in ``fmt``'s
-    container dtype.
+    container dtype. ``acc`` may be a :class:`ModelAccumulator` (a hardware model): the inputs
+    are then values of its input format even where ``fmt`` is the accumulator itself (as in
+    ``_matmul_values(x, w, acc, acc)``, the accumulator's values), and the model computes.
 
-    fp32/fp64 with a same-format accumulator are plain numpy BLAS. Everything else goes to
-    ``fpsim.arith.matmul`` (fp32 accumulation there is "float32 BLAS on the stored values, then
-    one rounding"; other accumulators round after every addition).
+    An fp32/fp64 accumulator with an output of the same format is plain numpy BLAS. Everything
+    else goes to ``fpsim.arith.matmul`` (fp32 accumulation there is "float32 BLAS on the stored
+    values, then one rounding"; other accumulators round after every addition; a model computes
+    as its tensor core).
     """
     info = _info(fmt)
-    if info.native and acc == fmt:
-        return np.matmul(a.astype(info.container, copy=False), b.astype(info.container, copy=False))
     from .. import arith  # the layer below the engine; imported here to keep import light
 
+    if isinstance(acc, ModelAccumulator):
+        out = Format(**fmt._kwargs(), name=fmt.name) if isinstance(fmt, ModelAccumulator) else fmt
+        res = arith.matmul(a, b, acc.input_format, accumulation=acc.model, out_fmt=out)
+        return np.asarray(res).astype(info.container, copy=False)
+    if info.native and acc == fmt:
+        return np.matmul(a.astype(info.container, copy=False), b.astype(info.container, copy=False))
     acc_arg = acc.name if acc.name in list_formats() and get_format(acc.name) == acc else acc
     res = arith.matmul(a, b, fmt, acc=acc_arg)
     return np.asarray(res).astype(info.container, copy=False)

@@ -188,6 +188,8 @@ DEMOS: dict[str, tuple[str, DemoFunction]] = {
     "torch": ("a tiny PyTorch GPT on the sonnets under fpsim.torch.watch: what fits fp16 / "
               "bf16 / fp8 / MXFP4, loss-scale windows, skipped GradScaler steps explained "
               "(needs torch)", _lazy("torch_model")),
+    "tensorcore": ("FP8 matmuls as an H100 tensor core computes them (13 bits kept) against "
+                   "fp32, with DeepSeek-V3's promotion every 128: error vs K", _lazy("tensorcore")),
     "autocast": ("autocast's per-op precision tables, and the formats of every op of a small "
                  "model's forward and backward pass", demo_autocast),
     "figures": ("regenerate every figure in figures/ (what `make figures` runs)",

@@ -1,9 +1,10 @@
 """``python -m fpsim.demo figures`` (``make figures``): regenerate every figure in ``figures/``.
 
-Runs the demos that draw (underflow, overflow, swamping, accumulate, bf16, blocks) on their
-default settings (their printed output hidden; their progress bars shown on a terminal unless
-``--quiet``), and draws the static teaching figures: the range of each format, the bit
-fields of 0.1 in fp16, and the number line of the textbook 8-bit format ``Format(4, 3)``.
+Runs the demos that draw (underflow, overflow, swamping, accumulate, bf16, blocks,
+tensorcore) on their default settings (their printed output hidden; their progress bars shown
+on a terminal unless ``--quiet``), and draws the static teaching figures: the range of each
+format, the bit fields of 0.1 in fp16, and the number line of the textbook 8-bit format
+``Format(4, 3)``.
 Seeds are fixed and the PNGs carry no matplotlib version, so with the same numpy, matplotlib
 and BLAS the files come out byte for byte the same.
 """
@@ -27,6 +28,7 @@ DEMO_FIGURES = {
     "accumulate": ("accumulate.png",),
     "bf16": ("bf16_histogram.png",),
     "blocks": ("blocks.png",),
+    "tensorcore": ("tensorcore.png",),
 }  # fmt: skip
 STATIC_FIGURES = ("format_ranges.png", "bits_0.1_fp16.png", "number_line_8bit.png")
 

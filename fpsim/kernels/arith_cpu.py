@@ -1,58 +1,85 @@
 """numba CPU kernels for :mod:`fpsim.arith`, built from the scalar operations in
-:mod:`fpsim.kernels.scalar` (``arith_op``, ``add_rounded``, ``round_value``, ...).
+:mod:`fpsim.kernels.scalar` (``arith_op``, ``add_rounded``, ``round_value``, ...) and the
+reduction of :mod:`fpsim.kernels.reduce`.
 
-Three kernels, each parallel over independent outputs and compiled once for every format and
-mode (format parameters are plain int64 arguments; ``cache=True`` keeps them on disk):
+Each kernel is compiled once for every format and mode (format parameters are plain int64
+arguments; ``cache=True`` keeps them on disk):
 
 * :func:`count_not_in_format` -- how many values of an array are not values of a format (the
-  input check of every operation);
+  input check of every operation), one kernel for the branch-free form and one for the rest;
 * :func:`elementwise` -- one operation per element, parallel over blocks of elements;
-* :func:`matmul` -- ``out[b, i, j] = sum_k A[b, i, k] * B[b, k, j]`` with every partial sum
-  rounded to an accumulator format, parallel over the rows ``(b, i)``; ``sum`` and ``dot`` are
-  this kernel with a column of ones or a single row. Each output element is reduced in its own
-  fixed order (sequential or pairwise), so the result does not depend on the thread count.
+* :func:`matmul` -- ``out[b, i, j] = sum_k A[b, i, k] * B[b, k, j]`` reduced in the order and
+  with the steps of :mod:`fpsim.kernels.reduce` (sequential, pairwise, a tensor core's block
+  FMA), one row ``(b, i)`` at a time with its columns as lanes; ``sum`` and ``dot`` are this
+  kernel with a sum's parameters or a single row. Each output element is reduced in its own
+  fixed order, so the result does not depend on the thread count. Four kernels run it (the
+  fast sequential form in nearest even, the other deterministic modes, stochastic rounding;
+  the block FMA; everything else), so that a call compiles only what it runs.
 
-Speed. In the default mode (round to nearest even) the kernels use the branch-free forms: the
-float64 stand-in of the exact result (``scalar.stand_in_nearest``: two_sum + round-to-odd, the
-product, the quotient, the root) and ``scalar.round_nearest_even_bits``, which LLVM vectorises;
-the matmul kernel keeps a row of accumulators and runs the innermost loop across the columns
-``j`` (independent chains), so even the strictly sequential reduction of each element
-vectorises. The branch-free rounding is exact only where ``scalar.nearest_even_fast_ok(52,
-1023, man_bits, bias)`` holds: fewer than 52 fraction bits and a bias of at most 1023 (a format
-whose grid reaches below float64's normal range, such as ``Format(11, 10, bias=1030)``, needs
-the leading bit of float64 subnormals, which that path does not look for). Every other format
-and mode runs the general ``scalar.arith_op`` / ``scalar.add_rounded`` / ``scalar.round_value``
-per element, which go through ``scalar.convert``. Both paths are tested against exact rational
-arithmetic.
+Parallelism. Reductions and the large input checks run on a pool of Python threads
+(:func:`_thread_pool`, one per core) calling kernels that release the GIL, each on a chunk of
+rows; the elementwise kernels use numba's ``prange``. Below ``PARALLEL_MIN`` elements of work
+everything runs on the calling thread.
+
+Speed. In the default mode (round to nearest even) the elementwise kernels and the input check
+use the branch-free forms: the float64 stand-in of the exact result (``scalar.stand_in_nearest``:
+two_sum + round-to-odd, the product, the quotient, the root) and
+``scalar.round_nearest_even_bits``, which LLVM vectorises; they are exact only where
+``scalar.nearest_even_fast_ok`` holds. The reductions' fast forms are
+:mod:`fpsim.kernels.fastround` (rounding with float instructions, every deterministic mode and
+stochastic rounding) and, where innocuous, the plain float64 sum (see
+:func:`fpsim.kernels.reduce.plain_add_innocuous`). Every other format and mode runs the general
+``scalar.arith_op`` / ``scalar.add_rounded`` / ``scalar.round_value`` per element, which go
+through ``scalar.convert``. Both paths are tested against exact rational arithmetic and against
+each other.
 
 Accumulators. A partial sum and a term are float64s whose exact sum can lie beyond float64
 (terms of fp64 inputs, products near 2^1024) while still being finite: ``scalar.add_rounded``
 then rounds ``±F64_MAX`` in place of the float64 sum's inf, a correct stand-in because every
 accumulator fpsim accepts (other than binary64, which ``add_rounded`` handles through
-``scalar.add_float64``) has values below 2^1023: both overflow it in every mode. The
-nearest-even fast path needs no such care -- there an overflow and an infinite input round
-alike (to inf, or NaN in a finite-only format) -- except when an IEEE-style accumulator
-saturates: an overflow must give max but an inf input stays inf, so that case takes the general
-path.
+``scalar.add_float64``) has values below 2^1023: both overflow it in every mode. The fast forms
+are used only where no partial sum can overflow float64 (products below 2^1021).
 
 Stochastic rounding draws ``scalar.random62(seed, index)`` with a documented index per rounding
-(see :func:`matmul`), identical on the CPU, the GPU and the pure-Python reference.
+(see :func:`fpsim.kernels.reduce`), identical on the CPU, the GPU and the pure-Python reference.
+
+numba keys its on-disk cache on this file: after editing ``scalar.py``, ``fastround.py`` or
+``reduce.py`` alone, clear it (``make clean-cache``).
 
 All kernels take float32 or float64 arrays (one dtype per call); they compute in float64.
 """
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from . import scalar
+from . import reduce, scalar
 from .record import FLOAT64, FormatRecord, unflatten
 
 BLOCK = 16384  # elements per parallel task (elementwise kernels)
 # Below this many elements one thread is faster than waking the pool: on a small or busy machine
 # every parallel region also waits for its slowest thread's time slice.
 PARALLEL_MIN = 1 << 20
-STACK = 64  # levels of the pairwise stack: enough for 2^64 terms
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _thread_pool(nthreads: int) -> ThreadPoolExecutor:
+    """The process's pool of worker threads for the GIL-free kernels (made on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=nthreads, thread_name_prefix="fpsim")
+    return _pool
 
 
 @register_jitable
@@ -86,48 +113,63 @@ def _record(p) -> FormatRecord:
 
 # ---- input check -------------------------------------------------------------------------------
 @register_jitable
-def _count_bad(s, fmt):
+def _count_bad_fast(s, fmt):
     """How many non-NaN elements of ``s`` are not values of the format: rounding to nearest
-    changes exactly those (NaN is a value of every format)."""
+    changes exactly those (NaN is a value of every format). Branch-free form; needs
+    ``_fast_ok(fmt)``."""
     bad = 0
-    if _fast_ok(fmt):
-        kc = _constants(fmt, 1, 0)
-        for i in range(s.size):
-            v = np.float64(s[i])
-            b = scalar.float64_to_bits(v)
-            r = scalar.round_nearest_even_bits(b, FLOAT64, fmt.man_bits, fmt.bias, kc)
-            bad += (r != b) & (v == v)
-    else:
-        for i in range(s.size):
-            v = np.float64(s[i])
-            r = scalar.round_value(v, fmt, scalar.NEAREST_EVEN, 1, 0, 0)
-            bad += (scalar.float64_to_bits(r) != scalar.float64_to_bits(v)) & (v == v)
+    kc = _constants(fmt, 1, 0)
+    for i in range(s.size):
+        v = np.float64(s[i])
+        b = scalar.float64_to_bits(v)
+        r = scalar.round_nearest_even_bits(b, FLOAT64, fmt.man_bits, fmt.bias, kc)
+        bad += (r != b) & (v == v)
     return bad
 
 
+@register_jitable
+def _count_bad_general(s, fmt):
+    """:func:`_count_bad_fast` for every format, through ``scalar.convert``."""
+    bad = 0
+    for i in range(s.size):
+        v = np.float64(s[i])
+        r = scalar.round_value(v, fmt, scalar.NEAREST_EVEN, 1, 0, 0)
+        bad += (scalar.float64_to_bits(r) != scalar.float64_to_bits(v)) & (v == v)
+    return bad
+
+
+@register_jitable
+def _count_bad(s, fmt):
+    """The input check, fast form where it is exact."""
+    if _fast_ok(fmt):
+        return _count_bad_fast(s, fmt)
+    return _count_bad_general(s, fmt)
+
+
+# Two kernels, so that checking fp16/bf16/fp8 inputs never compiles scalar.convert.
 @njit(cache=True, nogil=True, error_model="numpy")
-def _count_body(x, start, stop, fmt_t):
-    fmt = unflatten(fmt_t, 0)  # the record travels flat through the parallel loop
-    return _count_bad(x[start:stop], fmt)
+def _count_fast(x, start, stop, fmt):
+    return _count_bad_fast(x[start:stop], fmt)
 
 
-@njit(parallel=True, cache=True, error_model="numpy")
-def _count_parallel(x, fmt_t):
-    nblocks = (x.size + BLOCK - 1) // BLOCK
-    counts = np.zeros(nblocks, np.int64)
-    for b in prange(nblocks):
-        counts[b] = _count_body(x, b * BLOCK, min((b + 1) * BLOCK, x.size), fmt_t)
-    return counts.sum()
+@njit(cache=True, nogil=True, error_model="numpy")
+def _count_general(x, start, stop, fmt):
+    return _count_bad_general(x[start:stop], fmt)
 
 
 def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
     """Number of non-NaN elements of the contiguous 1-D float32/float64 array ``x`` that are not
     exactly values of the format (a FormatRecord) (any format; every float64
     is a binary64 value, so callers skip binary64)."""
-    fmt = tuple(_record(fmt_params))
-    if x.size >= PARALLEL_MIN:
-        return int(_count_parallel(x, fmt))
-    return int(_count_body(x, 0, x.size, fmt))
+    fmt = _record(fmt_params)
+    kernel = _count_fast if scalar.nearest_even_fast_ok(FLOAT64, fmt) else _count_general
+    nthreads = _threads() or 1
+    if x.size < PARALLEL_MIN or nthreads == 1:
+        return int(kernel(x, 0, x.size, fmt))
+    pool = _thread_pool(nthreads)
+    bounds = [x.size * c // (4 * nthreads) for c in range(4 * nthreads + 1)]
+    futures = [pool.submit(kernel, x, bounds[c], bounds[c + 1], fmt) for c in range(4 * nthreads)]
+    return int(sum(f.result() for f in futures))
 
 
 # ---- round to nearest even, one thread (small arrays) ------------------------------------------
@@ -270,172 +312,107 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
 
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
+# Four kernels, one per kind of reduction, so that a call compiles only what it runs: the fast
+# sequential form in nearest even (no scalar.convert, no other mode: the common case compiles
+# in seconds) and in the other deterministic modes, the block FMA, and every other order and
+# mode. Each reduces rows r0 <= r < r1 of the result (row r is
+# out[r // n, r % n, :]) with all the row's columns as lanes, and releases the GIL: rows run in
+# parallel on a pool of Python threads (no second thread pool beside the BLAS's, and no
+# parallel-loop compilation).
 @njit(cache=True, nogil=True, error_model="numpy")
-def _matmul_row(
-    A, B, out, bi, i, acc_t, out_t,
-    mode, subn, sat, seed, pairwise, rounded, unit_b,
-):  # fmt: skip
-    """Row ``out[bi, i, :]``: every column j reduced in the same fixed order (see matmul)."""
-    acc = unflatten(acc_t, 0)  # the records travel flat through the parallel loop
-    outf = unflatten(out_t, 0)
-    K = A.shape[2]
-    m = 1 if unit_b else B.shape[2]
-    S = np.empty(m)  # the running accumulator of each column j
-    T = np.empty(m)  # the current term of each column
-    # The fast path rounds a float64 sum that overflowed like an infinite input: right unless
-    # an IEEE-style accumulator saturates (overflow -> max, inf -> inf): see the module docstring.
-    fast = mode == scalar.NEAREST_EVEN and _fast_ok(acc) and not (sat and acc.inf_mag >= 0)
-    stoch = mode == scalar.STOCHASTIC
-    stride = 2 * K + 1  # rounding events per output element (see matmul's docstring)
-    base = (bi * A.shape[1] + i) * m  # flat index of out[bi, i, 0]
-    kc = _constants(acc, subn, sat)
-    if pairwise:
-        stack = np.empty((STACK, m))
-    else:
-        stack = np.empty((1, 1))
-    cnt = 0  # accumulator roundings done so far (the same count for every column)
-    for k in range(K):
-        # 1. The terms of step k: the exact products A[i, k] * B[k, j] (exact in float64),
-        #    rounded to the accumulator first when products are "rounded".
-        a = np.float64(A[bi, i, k])
-        if unit_b:  # a sum: the terms are A's values themselves (B is a column of ones)
-            T[0] = a
-        else:
-            brow = B[bi, k]
-            for j in range(m):
-                T[j] = a * np.float64(brow[j])
-        if rounded:
-            if fast:
-                for j in range(m):
-                    T[j] = _rne(T[j], acc, kc)
-            else:
-                for j in range(m):
-                    rand = scalar.random62(seed, (base + j) * stride + 2 * k) if stoch else 0
-                    T[j] = scalar.round_value(
-                        T[j], acc, mode, subn, sat, rand
-                    )
-        if not pairwise:
-            # 2a. Sequential: S = round(S + T), left to right; the first term is rounded alone.
-            if k == 0:
-                if fast:
-                    for j in range(m):
-                        S[j] = _rne(T[j], acc, kc)
-                else:
-                    for j in range(m):
-                        rand = scalar.random62(seed, (base + j) * stride + 1) if stoch else 0
-                        S[j] = scalar.round_value(
-                            T[j], acc, mode, subn, sat, rand
-                        )
-            elif fast:
-                for j in range(m):
-                    t = scalar.add_odd(S[j], T[j])
-                    S[j] = _rne(t, acc, kc)
-            else:
-                for j in range(m):
-                    r = (base + j) * stride + 2 * k + 1
-                    rand = scalar.random62(seed, r) if stoch else 0
-                    S[j] = scalar.add_rounded(
-                        S[j], T[j], acc, mode, subn, sat, rand
-                    )
-            cnt = k + 1
-        else:
-            # 2b. Pairwise, as a binary counter: term k enters level 0; while the level holds a
-            #     partial sum of the same size, merge the two (rounded) and carry one level up.
-            lvl = 0
-            c = k
-            while c & 1:
-                if fast:
-                    for j in range(m):
-                        t = scalar.add_odd(stack[lvl, j], T[j])
-                        T[j] = _rne(t, acc, kc)
-                else:
-                    for j in range(m):
-                        rand = (
-                            scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
-                        )
-                        T[j] = scalar.add_rounded(
-                            stack[lvl, j], T[j], acc, mode, subn, sat, rand
-                        )  # fmt: skip
-                cnt += 1
-                c >>= 1
-                lvl += 1
-            for j in range(m):
-                stack[lvl, j] = T[j]
-    if pairwise and K > 0:
-        # 3. The leftover blocks (one per set bit of K, largest first in the data) are merged
-        #    from the smallest (rightmost) up: the sum of the first 2^a terms plus the pairwise
-        #    sum of the rest -- recursive halving at the largest power of two below the length.
-        have = False
-        for lvl in range(STACK):
-            if (K >> lvl) & 1:
-                if not have:
-                    for j in range(m):
-                        S[j] = stack[lvl, j]
-                    have = True
-                else:
-                    for j in range(m):
-                        rand = (
-                            scalar.random62(seed, (base + j) * stride + 2 * cnt + 1) if stoch else 0
-                        )
-                        S[j] = scalar.add_rounded(
-                            stack[lvl, j], S[j], acc, mode, subn, sat, rand
-                        )  # fmt: skip
-                    cnt += 1
-        if K == 1 and not rounded:
-            # A single exact term is a partial sum too: round it to the accumulator.
-            for j in range(m):
-                rand = scalar.random62(seed, (base + j) * stride + 1) if stoch else 0
-                S[j] = scalar.round_value(S[j], acc, mode, subn, sat, rand)
-    if K == 0:
-        for j in range(m):
-            S[j] = 0.0
-    # 4. One final rounding to the output format.
-    for j in range(m):
-        rand = scalar.random62(seed, (base + j) * stride + 2 * K) if stoch else 0
-        out[bi, i, j] = scalar.round_value(S[j], outf, mode, subn, sat, rand)
-
-
-@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def _matmul_parallel(
-    A, B, out, acc_t, out_t,
-    mode, subn, sat, seed, pairwise, rounded, unit_b,
-):  # fmt: skip
-    nrows = A.shape[0] * A.shape[1]
-    for r in prange(nrows):
-        _matmul_row(
-            A, B, out, r // A.shape[1], r % A.shape[1], acc_t,
-            out_t, mode, subn, sat, seed, pairwise, rounded, unit_b,
-        )  # fmt: skip
-
-
-def matmul(A, B, out, acc_params, out_params, mode, subnormals, saturate, seed, pairwise, rounded):
-    """``out[b, i, j] = round_out(reduce_k A[b, i, k] * B[b, k, j])``, every partial sum rounded
-    to the accumulator format.
-
-    ``A``: (nb, n, K), ``B``: (nb, K, m) or None (a column of ones: a row sum of A), both
-    C-contiguous float64; ``out``: (nb, n, m) float64. ``acc_params``/``out_params``:
-    FormatRecords. ``pairwise``: 0 sequential, 1 pairwise. ``rounded``: 1
-    rounds each product to the accumulator before it is added, 0 adds the exact product (fused,
-    as tensor cores do).
-
-    Order. Sequential: ``s = acc(p_0)``, then ``s = acc(s + p_k)`` for k = 1, 2, ...; pairwise:
-    ``P(p_0..p_{n-1}) = acc(P(first h) + P(rest))`` with h the largest power of two below n, a
-    lone term being rounded only when it is the whole reduction. Then ``round_out(s)``.
-
-    Stochastic rounding: the rounding events of output element o (flat index into ``out``) use
-    ``random62(seed, o * (2K + 1) + r)`` with ``r = 2k`` for rounding product k, ``r = 2c + 1``
-    for the c-th accumulator rounding (in the order performed) and ``r = 2K`` for the final one.
-    """
-    unit_b = B is None
-    if unit_b:
-        B = np.ones((1, 1, 1))
+def _rows_nearest(A, B, out, P, r0, r1):
     m = out.shape[2]
-    args = (A, B, out, tuple(_record(acc_params)), tuple(_record(out_params)))
-    args += (int(mode), int(subnormals), int(saturate), int(seed), bool(pairwise), bool(rounded))
-    args += (unit_b,)
-    if A.shape[0] * A.shape[1] > 1 and A.shape[0] * A.shape[1] * A.shape[2] * m >= PARALLEL_MIN:
-        _matmul_parallel(*args)
+    S = np.empty(max(m, 1))
+    T = np.empty(max(m, 1))
+    n = out.shape[1]
+    for r in range(r0, r1):
+        reduce.nearest_row(A, B, out, r // n, r % n, 0, m, S, T, P)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_directed(A, B, out, P, r0, r1):
+    m = out.shape[2]
+    S = np.empty(max(m, 1))
+    T = np.empty(max(m, 1))
+    n = out.shape[1]
+    for r in range(r0, r1):
+        reduce.directed_row(A, B, out, r // n, r % n, 0, m, S, T, P)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_stochastic(A, B, out, P, r0, r1):
+    m = out.shape[2]
+    W = np.empty((reduce.NW, max(m, 1)))
+    RBITS = np.empty(max(m, 1), np.int64)
+    n = out.shape[1]
+    for r in range(r0, r1):
+        reduce.stochastic_row(A, B, out, r // n, r % n, 0, m, W, RBITS, P)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_block(A, B, C, out, P, r0, r1):
+    m = out.shape[2]
+    W = np.empty((reduce.NW, max(m, 1)))
+    n = out.shape[1]
+    for r in range(r0, r1):
+        reduce.block_row(A, B, C, out, r // n, r % n, 0, m, W, P)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_general(A, B, out, P, r0, r1):
+    m = out.shape[2]
+    K = A.shape[2]
+    lanes = max(m, 1)
+    W = np.empty((reduce.NW, lanes))
+    levels = 1
+    while (K >> levels) > 0:
+        levels += 1
+    ST = np.empty((levels, lanes) if P[reduce.I_ORDER] == reduce.PAIRWISE else (1, 1))
+    LOG = np.empty((1, reduce.NLOG))
+    n = out.shape[1]
+    for r in range(r0, r1):
+        reduce.general_row(A, B, out, r // n, r % n, 0, m, W, ST, LOG, P)
+
+
+def _run_rows(kernel, args: tuple, nrows: int, work: int) -> None:
+    """``kernel(*args, r0, r1)`` over all rows: on this thread for small work, else in chunks
+    on a pool of threads (the kernels release the GIL)."""
+    nthreads = _threads() or 1
+    if nrows < 2 or work < PARALLEL_MIN or nthreads == 1:
+        kernel(*args, 0, nrows)
+        return
+    pool = _thread_pool(nthreads)
+    nchunks = min(nrows, 4 * nthreads)
+    bounds = [nrows * c // nchunks for c in range(nchunks + 1)]
+    futures = [pool.submit(kernel, *args, bounds[c], bounds[c + 1]) for c in range(nchunks)]
+    for fut in futures:
+        fut.result()
+
+
+def matmul(A, B, out, params: tuple, C=None) -> None:
+    """``out[b, i, j] = round_out(reduce_k A[b, i, k] * B[b, k, j])`` in the order and with the
+    steps of ``params`` (``reduce.pack_params``; see :mod:`fpsim.kernels.reduce`).
+
+    ``A``: (nb, n, K), ``B``: (nb, K, m) or None (a sum: the terms are A's values), both
+    C-contiguous float64; ``out``: (nb, n, m) float64; ``C``: None or the (nb, n, m) float64
+    starting accumulators of a block FMA model (``D = A B + C``). Every output element is
+    reduced in its own fixed order, so the result does not depend on the thread count.
+    """
+    if B is None:
+        B = np.ones((1, 1, 1))
+    if C is None:
+        C = np.zeros((1, 1, 1))
+    P = np.asarray(params, dtype=np.int64)
+    nrows = out.shape[0] * out.shape[1]
+    work = nrows * A.shape[2] * max(out.shape[2], 1)
+    fast = reduce.fast_kind(P)
+    if P[reduce.I_ORDER] == reduce.BLOCK:
+        _run_rows(_rows_block, (A, B, C, out, P), nrows, work)
+    elif fast == 1:
+        _run_rows(_rows_nearest, (A, B, out, P), nrows, work)
+    elif fast == 2:
+        _run_rows(_rows_directed, (A, B, out, P), nrows, work)
+    elif fast == 3:
+        _run_rows(_rows_stochastic, (A, B, out, P), nrows, work)
     else:
-        for bi in range(A.shape[0]):
-            for i in range(A.shape[1]):
-                _matmul_row(*args[:3], bi, i, *args[3:])
+        _run_rows(_rows_general, (A, B, out, P), nrows, work)

@@ -4,11 +4,11 @@ kernels (:mod:`fpsim.kernels.arith_cpu`), with the same contracts and results bi
 * ``_ew_kernel``: one thread per element, ``out[i] = scalar.arith_op(op, a[i], b[i], c[i])``;
   an operand may be a one-element array read at index 0 (a broadcast scalar).
 * ``_check_kernel``: counts the elements that are not values of a format (atomic add).
-* ``_matmul_kernel``: one thread per output element ``out[b, i, j]``, reducing over k in the
-  documented sequential or pairwise order (a 64-entry local stack for pairwise), every partial
-  sum rounded to the accumulator with ``scalar.add_rounded`` (which also rounds a finite sum
-  whose float64 overflows correctly), then one final rounding. ``sum`` and ``dot`` use it with
-  a column of ones or single rows, as on the CPU; no terms (K = 0) give +0.0.
+* ``_matmul_kernel``: one thread per output element ``out[b, i, j]``: the thread runs
+  :func:`fpsim.kernels.reduce.reduce_row` for that one element (a row of one lane, with local
+  work arrays and a 64-level pairwise stack) -- the same order, steps and block FMA as the CPU
+  kernels and :func:`fpsim.arith.trace_sum`. ``sum`` and ``dot`` use it with a sum's
+  parameters or single rows, as on the CPU; no terms (K = 0) give +0.0.
 
 Every rounding here is the general ``scalar.convert`` (through ``round_value``): the CPU's
 branch-free nearest-even shortcut, and its limit to formats with a bias of at most 1023, do not
@@ -18,13 +18,15 @@ Stochastic rounding uses ``scalar.random62(seed, index)`` with the same indices 
 (element i; for reductions ``o * (2K + 1) + r``), so CPU and GPU agree bit for bit.
 
 How the scalar code reaches the GPU: as in :mod:`fpsim.kernels.cuda`, every function of
-``scalar`` gets a *device twin*: a function made from the same code object whose globals are a
-copy of scalar's with each function name rebound to its twin, compiled with
-``cuda.jit(device=True)``. Three scalar helpers have Python bodies numba cannot compile for the
-GPU and are replaced there: ``bit_length`` (``cuda.clz``) and the float64 <-> int64 bit casts
-``float64_to_bits`` / ``bits_to_float64`` (libdevice ``double_as_longlong`` /
-``longlong_as_double``, a register move). Under numba's CUDA simulator the twins are called as
-plain Python (the replacements are not needed: the Python bodies run).
+``record``, ``scalar``, ``fastround`` and ``reduce`` gets a *device twin*: a function made from
+the same code object whose globals are one shared namespace in which every such function name
+is rebound to its twin, compiled with ``cuda.jit(device=True)``. Helpers whose Python bodies
+numba cannot compile for the GPU are replaced there: ``bit_length`` (``cuda.clz``), the float64
+<-> int64 bit casts ``float64_to_bits`` / ``bits_to_float64`` (libdevice ``double_as_longlong``
+/ ``longlong_as_double``, a register move) and the float-valued roundings ``floor_f64``,
+``ceil_f64``, ``trunc_f64``, ``rint_f64`` (numba-cuda's ``math.floor`` & co. return floats;
+libdevice ``rint``). Under numba's CUDA simulator the twins are called as plain Python (the
+replacements are not needed: the Python bodies run).
 
 Nothing is compiled, and ``numba.cuda`` is not imported, until the first call.
 """
@@ -39,19 +41,19 @@ from typing import Any
 import numpy as np
 from numba import types
 
-from ..formats import Format, fp64
-from . import scalar
+from ..formats import Format
+from . import fastround, record, reduce, scalar
+from .operands import is_binary64, is_device
 
 THREADS = 128  # threads per block
-STACK = 64
 
 # Bound on first use (see _kernels): numba.cuda, libdevice, and the device twins.
 cuda = None
 libdevice = None
 _arith_op = None
 _round_value = None
-_add_rounded = None
 _random62 = None
+_reduce_row = None
 
 
 # ---- kernels (plain Python until _kernels() hands them to cuda.jit) ----------------------------
@@ -82,64 +84,15 @@ def _unary_kernel(which, x, out, ftz, tiny):
         out[i] = r
 
 
-def _matmul_kernel(A, B, out, acc, outf,
-                   mode, subn, sat, seed, pairwise, rounded):  # fmt: skip
+def _matmul_kernel(A, B, C, out, P, LOG):
     o = cuda.grid(1)
-    nb = A.shape[0]
-    n = A.shape[1]
-    K = A.shape[2]
-    m = B.shape[2]
-    if o >= nb * n * m:
+    n = out.shape[1]
+    m = out.shape[2]
+    if o >= out.shape[0] * n * m:
         return
-    bi = o // (n * m)
-    i = (o // m) % n
-    j = o % m
-    stoch = mode == scalar.STOCHASTIC
-    base = o * (2 * K + 1)  # this element's random stream (see arith_cpu.matmul)
-    stack = cuda.local.array(STACK, types.float64)
-    s = 0.0
-    cnt = 0
-    for k in range(K):
-        t = np.float64(A[bi, i, k]) * np.float64(B[bi, k, j])  # exact in float64
-        if rounded:
-            rand = _random62(seed, base + 2 * k) if stoch else 0
-            t = _round_value(t, acc, mode, subn, sat, rand)
-        if not pairwise:
-            rand = _random62(seed, base + 2 * k + 1) if stoch else 0
-            if k == 0:  # the first term is rounded to the accumulator alone
-                s = _round_value(t, acc, mode, subn, sat, rand)
-            else:
-                s = _add_rounded(s, t, acc, mode, subn, sat, rand)
-        else:
-            lvl = 0
-            c = k
-            while c & 1:
-                rand = _random62(seed, base + 2 * cnt + 1) if stoch else 0
-                t = _add_rounded(stack[lvl], t, acc, mode, subn, sat,
-                                 rand)  # fmt: skip
-                cnt += 1
-                c >>= 1
-                lvl += 1
-            stack[lvl] = t
-    if pairwise and K > 0:
-        have = False
-        for lvl in range(STACK):
-            if (K >> lvl) & 1:
-                if not have:
-                    s = stack[lvl]
-                    have = True
-                else:
-                    rand = _random62(seed, base + 2 * cnt + 1) if stoch else 0
-                    s = _add_rounded(stack[lvl], s, acc, mode, subn,
-                                     sat, rand)  # fmt: skip
-                    cnt += 1
-        if K == 1 and not rounded:
-            rand = _random62(seed, base + 1) if stoch else 0
-            s = _round_value(s, acc, mode, subn, sat, rand)
-    if K == 0:
-        s = 0.0
-    rand = _random62(seed, base + 2 * K) if stoch else 0
-    out[bi, i, j] = _round_value(s, outf, mode, subn, sat, rand)
+    W = cuda.local.array((reduce.NW, 1), types.float64)
+    ST = cuda.local.array((reduce.STACK, 1), types.float64)
+    _reduce_row(A, B, C, out, o // (n * m), (o // m) % n, o % m, 1, W, ST, LOG, P)
 
 
 # ---- GPU replacements for scalar helpers with Python-only bodies -------------------------------
@@ -155,21 +108,51 @@ def _bits_to_float64_gpu(b):
     return libdevice.longlong_as_double(b)
 
 
+def _floor_gpu(x):
+    return math.floor(x)
+
+
+def _ceil_gpu(x):
+    return math.ceil(x)
+
+
+def _trunc_gpu(x):
+    return math.trunc(x)
+
+
+def _rint_gpu(x):
+    return libdevice.rint(x)
+
+
 _GPU_REPLACEMENTS = {
     "bit_length": _bit_length_gpu,
     "float64_to_bits": _float64_to_bits_gpu,
     "bits_to_float64": _bits_to_float64_gpu,
+    "floor_f64": _floor_gpu,
+    "ceil_f64": _ceil_gpu,
+    "trunc_f64": _trunc_gpu,
+    "rint_f64": _rint_gpu,
 }
+
+# The modules whose functions get device twins, in one shared namespace (reduce calls fastround
+# and scalar, which call record's and each other's functions by their plain names).
+_TWIN_MODULES = (record, scalar, fastround, reduce)
 
 
 def _device_twins(numba_cuda, simulated: bool) -> dict:
-    """Device twins of every function of ``scalar`` (see the module docstring)."""
-    ns = dict(vars(scalar))
-    for name, obj in vars(scalar).items():
-        if isinstance(obj, FunctionType) and obj.__module__ == scalar.__name__:
-            twin = FunctionType(obj.__code__, ns, obj.__name__, obj.__defaults__, obj.__closure__)
-            twin.__qualname__ = obj.__qualname__
-            ns[name] = twin if simulated else numba_cuda.jit(device=True)(twin)
+    """Device twins of every function of the modules in ``_TWIN_MODULES`` (see the module
+    docstring)."""
+    ns: dict = {}
+    for mod in _TWIN_MODULES:
+        ns.update(vars(mod))
+    for mod in _TWIN_MODULES:
+        for name, obj in vars(mod).items():
+            if isinstance(obj, FunctionType) and obj.__module__ == mod.__name__:
+                twin = FunctionType(
+                    obj.__code__, ns, obj.__name__, obj.__defaults__, obj.__closure__
+                )
+                twin.__qualname__ = obj.__qualname__
+                ns[name] = twin if simulated else numba_cuda.jit(device=True)(twin)
     if not simulated:
         for name, fn in _GPU_REPLACEMENTS.items():
             ns[name] = numba_cuda.jit(device=True)(fn)
@@ -182,7 +165,7 @@ _lock = threading.Lock()
 
 def _kernels() -> dict:
     """The cuda.jit dispatchers, made (not yet compiled) on first use."""
-    global _compiled, cuda, libdevice, _arith_op, _round_value, _add_rounded, _random62
+    global _compiled, cuda, libdevice, _arith_op, _round_value, _random62, _reduce_row
     with _lock:
         if _compiled is None:
             from .cuda import _numba_cuda, _simulated
@@ -197,8 +180,8 @@ def _kernels() -> dict:
                 libdevice = _libdevice
             _arith_op = twins["arith_op"]
             _round_value = twins["round_value"]
-            _add_rounded = twins["add_rounded"]
             _random62 = twins["random62"]
+            _reduce_row = twins["reduce_row"]
             _compiled = {
                 "ew": numba_cuda.jit(cache=True)(_ew_kernel),
                 "check": numba_cuda.jit(cache=True)(_check_kernel),
@@ -229,22 +212,14 @@ def _device(x: Any, name: str):
     return d
 
 
-def _params(f: Format):
-    return f.record
-
-
-def _is_binary64(f: Format) -> bool:
-    return f == fp64
-
-
 def count_not_in_format(d, f: Format) -> int:
     """Number of non-NaN elements of the device array ``d`` that are not values of ``f``."""
-    if _is_binary64(f) or d.size == 0:
+    if is_binary64(f) or d.size == 0:
         return 0
     _kernels()
     bad = cuda.to_device(np.zeros(1, np.int64))
     flat = d.reshape(d.size)
-    _launch("check", d.size, flat, _params(f), bad)
+    _launch("check", d.size, flat, f.record, bad)
     return int(bad.copy_to_host()[0])
 
 
@@ -266,30 +241,17 @@ def _checked(d, f: Format, name: str, round_inputs: bool):
     return d
 
 
-def _scalar_operand(x: Any, f: Format, name: str, round_inputs: bool):
-    from ..arith import _operand
-
-    arr, _ = _operand(x, name, f, round_inputs)
-    if arr.size != 1:
-        raise ValueError(
-            f"{name}: with device arrays, the other operands must be device arrays of the same "
-            "shape or scalars"
-        )
-    return cuda.to_device(arr.astype(np.float64).reshape(1))
-
-
 def elementwise(op, xs, names, f: Format, mode, subn, sat, seed, round_inputs):
     """The GPU version of fpsim.arith's elementwise operations (same checks and results).
 
-    Device operands must share one shape; other operands must be scalars (broadcast). Returns
-    a numba device array (float32 when every device operand is float32 and ``f`` fits)."""
-    from ..arith import _is_device
-
+    Device operands must share one shape; the others are scalars, already checked by the
+    caller and given as one-element float64 host arrays (broadcast). Returns a numba device
+    array (float32 when every device operand is float32 and ``f`` fits)."""
     _kernels()
     shape = None
     devs: list = []
     for x, name in zip(xs, names, strict=True):
-        if _is_device(x):
+        if is_device(x):
             d = _checked(_device(x, name), f, name, round_inputs)
             if shape is not None and tuple(d.shape) != shape:
                 raise ValueError(
@@ -305,16 +267,16 @@ def elementwise(op, xs, names, f: Format, mode, subn, sat, seed, round_inputs):
     container = f32 if all(dt == f32 for dt in dts) and f.fits_in(f32) else np.dtype(np.float64)
     n = int(np.prod(shape)) if shape else 1
     ops = []
-    for (d, name), x in zip(devs, xs, strict=True):
+    for (d, _), x in zip(devs, xs, strict=True):
         if d is None:
-            ops.append((_scalar_operand(x, f, name, round_inputs), 0))
+            ops.append((cuda.to_device(np.asarray(x, np.float64).reshape(1)), 0))
         else:
             ops.append((d.reshape(n), 1))
     while len(ops) < 3:
         ops.append(ops[0])
     out = cuda.device_array(n, dtype=container)
     (a, sa), (b, sb), (c, sc) = ops
-    _launch("ew", n, op, a, sa, b, sb, c, sc, out, _params(f), mode, subn, sat, seed)
+    _launch("ew", n, op, a, sa, b, sb, c, sc, out, f.record, mode, subn, sat, seed)
     return out.reshape(shape)
 
 
@@ -328,15 +290,14 @@ def unary_exact(x, f: Format, which: str, round_inputs: bool, subnormals: int = 
     return out.reshape(tuple(d.shape))
 
 
-def _reduce(A, B, out, a_fmt, out_f, mode, subn, sat, seed, pairwise, rounded) -> None:
-    n = out.size
-    _launch("matmul", n, A, B, out, _params(a_fmt), _params(out_f), mode, subn, sat, seed,
-            bool(pairwise), bool(rounded))  # fmt: skip
+def _reduce(A, B, C, out, P) -> None:
+    log = cuda.to_device(np.zeros((1, reduce.NLOG)))
+    _launch("matmul", out.size, A, B, C, out, cuda.to_device(np.asarray(P, np.int64)), log)
 
 
-def sum_device(x, f, a_fmt, out_f, axis, mode, subn, sat, seed, pairwise, round_inputs):
+def sum_device(x, f, out_f, axis, P, round_inputs):
     """fpsim.arith.sum on a device array: ``axis=None`` (a Python float) or the last axis (a
-    device array)."""
+    device array). ``P``: the kernel's parameters (a sum's: ``unit_b``)."""
     _kernels()
     d = _checked(_device(x, "x"), f, "x", round_inputs)
     shape = tuple(d.shape)
@@ -351,17 +312,17 @@ def sum_device(x, f, a_fmt, out_f, axis, mode, subn, sat, seed, pairwise, round_
             "on the GPU, sum reduces all elements (axis=None) or the last axis"
         )
     A = d.reshape(1, M, N)
-    B = cuda.to_device(np.ones((1, N, 1), dtype=d.dtype))
+    dummy = cuda.to_device(np.zeros((1, 1, 1)))
     f32 = np.dtype(np.float32)
     container = f32 if np.dtype(d.dtype) == f32 and out_f.fits_in(f32) else np.dtype(np.float64)
     out = cuda.device_array((1, M, 1), dtype=container)
-    _reduce(A, B, out, a_fmt, out_f, mode, subn, sat, seed, pairwise, 0)
+    _reduce(A, dummy, dummy, out, P)
     if axis is None:
         return float(out.copy_to_host().reshape(-1)[0])
     return out.reshape(rest)
 
 
-def matmul_device(a, b, f, a_fmt, out_f, mode, subn, sat, seed, pairwise, rounded, round_inputs):
+def matmul_device(a, b, f, out_f, P, round_inputs):
     """fpsim.arith.matmul on device arrays: 1-D, 2-D or 3-D (equal batch sizes, no batch
     broadcasting). Returns a device array (a Python float for two 1-D vectors)."""
     _kernels()
@@ -384,7 +345,7 @@ def matmul_device(a, b, f, a_fmt, out_f, mode, subn, sat, seed, pairwise, rounde
     both32 = np.dtype(da.dtype) == f32 and np.dtype(db.dtype) == f32
     container = f32 if both32 and out_f.fits_in(f32) else np.dtype(np.float64)
     out = cuda.device_array((a3[0], a3[1], b3[2]), dtype=container)
-    _reduce(A, B, out, a_fmt, out_f, mode, subn, sat, seed, pairwise, rounded)
+    _reduce(A, B, cuda.to_device(np.zeros((1, 1, 1))), out, P)
     shape = (a3[0],) if 3 in (len(sa), len(sb)) else ()
     shape += (a3[1],) if len(sa) > 1 else ()
     shape += (b3[2],) if len(sb) > 1 else ()

@@ -526,8 +526,19 @@ def hash32(x):
 def random62(seed, index):
     """62 random bits for element ``index``: a counter-based generator, so the result depends
     only on (seed, index) — identical on the CPU, the GPU and in pure Python, in any order."""
-    a = hash32(seed ^ 0x9E3779B9)
-    b = hash32((seed >> 32) ^ 0x85EBCA6B)
+    a, b = random62_keys(seed)
+    return random62_keyed(a, b, index)
+
+
+@register_jitable
+def random62_keys(seed):
+    """The two 32-bit keys :func:`random62` derives from the seed (computed once per loop)."""
+    return hash32(seed ^ 0x9E3779B9), hash32((seed >> 32) ^ 0x85EBCA6B)
+
+
+@register_jitable
+def random62_keyed(a, b, index):
+    """:func:`random62` from the seed's keys ``(a, b) = random62_keys(seed)``."""
     lo = hash32(hash32((index & MASK32) ^ a) ^ b)
     hi = hash32(lo ^ hash32(((index >> 32) & MASK32) ^ b) ^ 0xC2B2AE35)
     return ((hi & 0x3FFFFFFF) << 32) | lo
@@ -537,7 +548,8 @@ def random62(seed, index):
 # Arithmetic: correctly rounded add, sub, mul, div, sqrt, fma (used by fpsim.arith).
 #
 # Every operation is "compute an exact (or exactly-as-good) float64 stand-in, then round it once
-# with convert". Why each stand-in is good enough is argued in fpsim/arith.py's docstring:
+# with convert". Why each stand-in is good enough is argued in the docstring of
+# fpsim/arith/elementwise.py:
 #   add/sub/fma  two_sum gives the exact result as s + err; rounding s to odd (a sticky last
 #                bit) then rounding once to a format with p <= 51 bits is a correct single
 #                rounding in every mode (Boldo & Melquiond, "Emulation of FMA and correctly

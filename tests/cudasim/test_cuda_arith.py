@@ -245,3 +245,48 @@ def test_device_stochastic_sums_with_spacing_below_float64_normal_range():
                 rand = lambda r, o=o: scalar.random62(SEED, o * 5 + r)  # noqa: E731
                 assert same_bits(want[o], reduce_reference(list(row), f, f, order, mode,
                                                            rand=rand)), (order, mode, o)  # fmt: skip
+
+
+# ---- hardware accumulation models (block FMA), on the device ------------------------------------
+def test_block_fma_models_on_device_equal_cpu_and_gpu_data():
+    """The CUDA kernel runs fpsim.kernels.reduce's block FMA (device twins): equal to the CPU
+    bit for bit, and to the V100/H100 outputs of tests/data/tensorcore_vectors.npz."""
+    import ml_dtypes
+
+    z = np.load(Path(__file__).parent.parent / "data" / "tensorcore_vectors.npz")
+    for key, preset, fmt, dtype in [("V100_fp16_fp32", "v100_fp16", "fp16", np.float16),
+                                    ("H100_E4M3_fp32", "h100_fp8", "fp8_e4m3",
+                                     ml_dtypes.float8_e4m3fn)]:  # fmt: skip
+        a = z[key + "_a"][:6].view(dtype).astype(np.float64)
+        b = z[key + "_b"][:6].view(dtype).astype(np.float64)
+        d = z[key + "_d"][:6].view(np.float32).astype(np.float64)
+        c = z[key + "_c"][:6].view(np.float32).astype(np.float64)
+        # the device takes no C: compare the kernels on D = A B, and the data where C = 0
+        got = host(arith.matmul(cuda.to_device(a[:, None, :]), cuda.to_device(b[:, :, None]),
+                                fmt, accumulation=preset, out_fmt="fp32"))  # fmt: skip
+        cpu = arith.matmul(a[:, None, :], b[:, :, None], fmt, accumulation=preset, out_fmt="fp32")
+        assert same_bits(got, cpu), key
+        if not c.any():
+            assert same_bits(got.reshape(-1), d), key
+
+
+@pytest.mark.parametrize("rounding", ["toward_zero", "nearest_even", "stochastic"])
+def test_block_fma_custom_models_on_device(rounding):
+    from fpsim.arith import BlockFMA
+
+    a = fmt_values("fp16", 3 * 37, 7, -8, 6).reshape(3, 37)
+    b = fmt_values("fp16", 37 * 4, 8, -8, 6).reshape(37, 4)
+    a[0, :2] = [0.0, -0.0]
+    b[3, 1] = np.inf
+    for model in [
+        BlockFMA(block=5, align_bits=9, rounding=rounding, acc="bf16", promote_every=10),
+        BlockFMA(block=1, align_bits=None, rounding=rounding, acc="fp16"),
+        BlockFMA(block=8, align_bits=14, align_rounding="nearest_even", rounding=rounding,
+                 acc=arith.E8M13, normalize_products=True, input_subnormals=False),
+    ]:  # fmt: skip
+        got = host(arith.matmul(cuda.to_device(a), cuda.to_device(b), "fp16", accumulation=model,
+                                out_fmt="fp32", seed=SEED))  # fmt: skip
+        want = arith.matmul(a, b, "fp16", accumulation=model, out_fmt="fp32", seed=SEED)
+        assert same_bits(got, want), model
+    s = arith.sum(cuda.to_device(a[0]), "fp16", accumulation="v100_fp16", out_fmt="fp32")
+    assert s == arith.sum(a[0], "fp16", accumulation="v100_fp16", out_fmt="fp32")

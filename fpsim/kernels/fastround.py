@@ -1,0 +1,225 @@
+"""Rounding a float64 to a format with floating-point instructions only: the form the reduction
+kernels use in their innermost loops, where :func:`fpsim.kernels.scalar.convert` (integer
+significands and branches) would cost ten times more and stop the compiler from vectorising.
+
+The idea. A value x in binade e (2^e <= |x| < 2^(e+1)) lies on the grid of multiples of the
+quantum q = 2^(max(e, emin) - m) of a format with m fraction bits (below emin the grid keeps the
+spacing of the lowest binade: gradual underflow). Scaling by 1/q is exact (a power of two), so
+
+    round(x) = R(x / q) * q,     R = trunc (toward zero), ceil (up), floor (down),
+                                 trunc(u) + sign(u) [|u - trunc(u)| >= 1/2] (ties away)
+
+is the correctly rounded result, and every step is one machine instruction: q and 1/q come from
+the exponent bits of x (``2^e`` is x's pattern with the fraction cleared), R is a hardware
+rounding instruction, and overflow, flush-to-zero, the sign of zero and inf/NaN are selects.
+Nearest even, the common case, is cheaper still: the machine's own addition rounds to nearest
+even, so ``(x + s) - s`` with s = 1.5 * 2^(e + 52 - m) is x rounded to the quantum 2^(e - m)
+(:func:`round_fast_nearest_even`). The same functions run scalar in Python, vectorised on the
+CPU and on the GPU.
+
+Valid (``fast_round_ok``) for signed IEEE-style formats with subnormals (±inf, IEEE NaN, -0),
+1 to 50 fraction bits, exponents within float64's normal range and a smallest quantum of at
+most 1 -- fp16, bf16, tf32, fp32, e8m13, fp8_e5m2, ... -- and for every deterministic mode;
+stochastic rounding needs the exact fraction of a quantum and stays with ``scalar.convert``.
+``tests/test_reduce_kernels.py`` checks it against :func:`scalar.round_value` on every mode and
+edge.
+
+``floor_f64`` and friends return a float64 everywhere (numba's CPU ``math.floor`` returns an
+integer; numba-cuda's returns a float): the CUDA back end swaps their bodies for the libdevice
+instructions (see :mod:`fpsim.kernels.arith_cuda`).
+"""
+
+import math
+
+import numpy as np
+from numba.extending import register_jitable
+
+from .scalar import (
+    DOWN,
+    NEAREST_EVEN,
+    TOWARD_ZERO,
+    UP,
+    bits_to_float64,
+    emax_of,
+    emin_of,
+    float64_to_bits,
+    is_ieee_style,
+)
+
+EXP_MASK = 0x7FF0000000000000  # the exponent field of a float64 pattern
+EXP_2046 = 2046 << 52  # 2046 - field: the pattern of 2^-e from that of 2^e
+
+
+@register_jitable
+def floor_f64(x):
+    """floor(x) as a float64."""
+    return np.floor(x)
+
+
+@register_jitable
+def ceil_f64(x):
+    """ceil(x) as a float64."""
+    return np.ceil(x)
+
+
+@register_jitable
+def trunc_f64(x):
+    """trunc(x) (toward zero) as a float64."""
+    return np.trunc(x)
+
+
+@register_jitable
+def rint_f64(x):
+    """x rounded to the nearest integer, ties to even, as a float64."""
+    return np.rint(x)
+
+
+@register_jitable
+def pow2_of(x):
+    """2^floor(log2|x|) for a normal float64 x (x's pattern with the sign and fraction cleared);
+    0 for zero and float64 subnormals, inf for inf and NaN."""
+    return bits_to_float64(float64_to_bits(x) & EXP_MASK)
+
+
+@register_jitable
+def inv_pow2_of(p):
+    """1/p for a power of two 2^-1022 <= p <= 2^1023 given as its float64 (exact, no division);
+    2^1023 for p = 0."""
+    return bits_to_float64(EXP_2046 - float64_to_bits(p))
+
+
+@register_jitable
+def fast_round_ok(f):
+    """Whether :func:`round_fast` is exact for the format ``f`` (a FormatRecord)."""
+    # The smallest quantum at most 1: then x / q never underflows (q >= 1 and a float64
+    # subnormal x would lose the bits that decide a directed rounding).
+    return (
+        is_ieee_style(f)
+        and 1 <= f.man_bits <= 50
+        and emin_of(f) >= -1022
+        and emax_of(f) <= 1022
+        and emin_of(f) - f.man_bits <= 0
+    )
+
+
+@register_jitable
+def fast_round_constants(f, subnormals, saturate):
+    """The float64 constants the fast roundings need for the format ``f``: ``(2^emin, 2^-emin,
+    2^m, 2^-m, max, flush, saturate, 2^emax, 1.5 * 2^(52 - m))``; ``flush`` is the smallest
+    normal when subnormal results are flushed to zero, else 0. (For a format where
+    :func:`fast_round_ok` fails the exponents are clamped into float64's range: the constants
+    are then never used.)"""
+    emin = min(max(emin_of(f), -1022), 1023)
+    m = min(f.man_bits, 60)
+    emax = min(max(emax_of(f), -1000), 1023)
+    two_emin = bits_to_float64((emin + 1023) << 52)
+    inv_two_emin = bits_to_float64((1023 - emin) << 52)
+    two_m = bits_to_float64((m + 1023) << 52)
+    inv_two_m = bits_to_float64((1023 - m) << 52)
+    max_sig = (f.max_mag & ((1 << m) - 1)) | (1 << m)
+    maxv = max_sig * bits_to_float64((min(max(emax - m, -1022), 1023) + 1023) << 52)
+    flush = two_emin if subnormals == 0 else 0.0
+    two_emax = bits_to_float64((emax + 1023) << 52)
+    magic = 1.5 * bits_to_float64((min(max(52 - m, -1022), 1023) + 1023) << 52)
+    return (two_emin, inv_two_emin, two_m, inv_two_m, maxv, flush, saturate * 1.0, two_emax,
+            magic)  # fmt: skip
+
+
+@register_jitable
+def _scaled(x, k):
+    """(x / q, q): x in units of its quantum q = 2^(e - m) (both exact), e the binade of x within
+    [emin, emax] (from the exponent bits of x; beyond emax x / q only grows, and overflows)."""
+    p = min(max(pow2_of(x), k[0]), k[7])  # the binade, within the format's [emin, emax]
+    return x * (inv_pow2_of(p) * k[2]), p * k[3]
+
+
+@register_jitable
+def _finish(x, y, to_max, k):
+    """Overflow (to inf, or to max when saturating or when the direction points back to zero),
+    flush-to-zero (after rounding, as convert), the sign of zero (that of x), and inf/NaN inputs
+    passed unchanged (IEEE-style formats keep both)."""
+    maxv, flush = k[4], k[5]
+    big = maxv if to_max else math.inf
+    y = big if abs(y) > maxv else y
+    y = 0.0 if abs(y) < flush else y
+    y = math.copysign(y, x)
+    return x if (x - x) != 0.0 else y
+
+
+# One function per mode: the hot loops call these with no mode test inside, so that each loop
+# compiles to straight vector code.
+@register_jitable
+def round_fast_nearest_even(x, k):
+    """Nearest even by the machine's own rounding: with s = 1.5 * 2^(e + 52 - m) (e the binade
+    of x, within [emin, emax]) the float64 sum x + s has exactly the quantum 2^(e - m) as its
+    last place (|x| < 2^(e + 51 - m) for m <= 50), so ``(x + s) - s`` is x rounded to nearest
+    even on the format's grid. inf and NaN pass (s stays finite); values beyond the range end
+    above max and overflow."""
+    p = min(max(pow2_of(x), k[0]), k[7])
+    s = p * k[8]
+    y = (x + s) - s
+    sat = k[6] == 1.0
+    big = k[4] if sat else math.inf
+    y = big if abs(y) > k[4] else y
+    if k[5] > 0.0:  # flush-to-zero (after rounding)
+        y = 0.0 if abs(y) < k[5] else y
+    y = math.copysign(y, x)
+    if sat:  # an infinite input stays infinite; only overflow saturates
+        y = x if (x - x) != 0.0 else y
+    return y
+
+
+@register_jitable
+def round_fast_toward_zero(x, k):
+    u, q = _scaled(x, k)
+    return _finish(x, trunc_f64(u) * q, True, k)
+
+
+@register_jitable
+def round_fast_up(x, k):
+    u, q = _scaled(x, k)
+    return _finish(x, ceil_f64(u) * q, (k[6] == 1.0) | (x < 0.0), k)
+
+
+@register_jitable
+def round_fast_down(x, k):
+    u, q = _scaled(x, k)
+    return _finish(x, floor_f64(u) * q, (k[6] == 1.0) | (x > 0.0), k)
+
+
+@register_jitable
+def round_fast_nearest_away(x, k):
+    u, q = _scaled(x, k)
+    t = trunc_f64(u)  # u - t is exact; u + 1/2 would not be (0.5 - 2^-54 + 0.5 rounds to 1)
+    r = t + math.copysign(1.0, u) if abs(u - t) >= 0.5 else t
+    return _finish(x, r * q, k[6] == 1.0, k)
+
+
+@register_jitable
+def round_fast_stochastic(x, rand62, k):
+    """Stochastic rounding of the float64 ``x`` (its exact value): away from zero with
+    probability ``ceil(f * 2^62) / 2^62``, f the fraction of a quantum by which |x| exceeds its
+    lower neighbour -- ``scalar.convert``'s rule, so the same random bits give the same result.
+    f * 2^62 is exact in float64 (a power-of-two scaling of |u - trunc(u)|), its ceiling an
+    integer below 2^62 that int64 holds exactly."""
+    u, q = _scaled(x, k)
+    t = trunc_f64(u)
+    threshold = np.int64(ceil_f64(abs(u - t) * 4611686018427387904.0))  # 2^62
+    r = t + math.copysign(1.0, u) if rand62 < threshold else t
+    return _finish(x, r * q, k[6] == 1.0, k)
+
+
+@register_jitable
+def round_fast(x, mode, k):
+    """Round the float64 ``x`` to the format of the constants ``k`` (:func:`fast_round_constants`)
+    in the deterministic ``mode``: the result of ``scalar.round_value`` for every input, where
+    :func:`fast_round_ok` holds."""
+    if mode == NEAREST_EVEN:
+        return round_fast_nearest_even(x, k)
+    if mode == TOWARD_ZERO:
+        return round_fast_toward_zero(x, k)
+    if mode == UP:
+        return round_fast_up(x, k)
+    if mode == DOWN:
+        return round_fast_down(x, k)
+    return round_fast_nearest_away(x, k)
