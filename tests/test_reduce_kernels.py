@@ -87,6 +87,41 @@ def test_round_fast_equals_convert(f, mode):
             assert same_bits(py, want[::37])
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(2, 11), st.integers(1, 50),
+       st.one_of(st.integers(-1022, -990), st.integers(990, 1023), st.integers(-1022, 1023)),
+       st.sampled_from(MODES), st.integers(0, 1), st.integers(0, 1))
+def test_round_fast_equals_convert_on_any_format_it_accepts(e, m, emax, mode, subn, sat):
+    """Every IEEE-style format ``fast_round_ok`` accepts, not a hand-picked list: biases that put
+    the whole format near float64's smallest normal (emax - m below -1022, where 2^(emax - m)
+    alone is a float64 subnormal) or near its largest."""
+    bias = 2**e - 2 - emax  # the IEEE-style format's largest exponent is emax
+    try:
+        F = fpsim.Format(e, m, bias=bias)
+    except ValueError:  # beyond float64's range: no format to round to
+        return
+    if not fastround.fast_round_ok(F.record):
+        return
+    x = probes(F, np.random.default_rng(e * 1000 + m), n=300)
+    md = fpsim.ROUNDING_MODES[mode]
+    k = fastround.fast_round_constants(F.record, subn, sat)
+    got = _apply(x, md, k)
+    want = np.array([scalar.round_value(float(v), F.record, md, subn, sat, 0) for v in x])
+    assert same_bits(got, want), x[~((got == want) | (np.isnan(got) & np.isnan(want)))][:5]
+
+
+def test_round_fast_at_the_bottom_of_float64():
+    """e2m1 with bias 1003: max = 1.5 * 2^-1001, and its float64 sum of two max values must
+    overflow (a clamp of emax at -1000 once made the fast max twice the format's)."""
+    F = fpsim.Format(2, 1, bias=1003)
+    k = fastround.fast_round_constants(F.record, 1, 0)
+    assert k[4] == 1.5 * 2.0**-1001
+    x = np.array([2 * F.max, -2 * F.max, F.max])
+    assert same_bits(_apply(x, fpsim.ROUNDING_MODES["nearest_even"], k), [math.inf, -math.inf,
+                                                                         F.max])
+    assert same_bits(_apply(x, fpsim.ROUNDING_MODES["toward_zero"], k), [F.max, -F.max, F.max])
+
+
 def test_fast_round_refuses_what_it_cannot_do():
     ok = fastround.fast_round_ok
     assert not ok(fpsim.get_format("fp8_e4m3").record)  # no inf: overflow is NaN

@@ -18,8 +18,8 @@ even, so ``(x + s) - s`` with s = 1.5 * 2^(e + 52 - m) is x rounded to the quant
 CPU and on the GPU.
 
 Valid (``fast_round_ok``) for signed IEEE-style formats with subnormals (±inf, IEEE NaN, -0),
-1 to 50 fraction bits, exponents within float64's normal range and a smallest quantum of at
-most 1 -- fp16, bf16, tf32, fp32, e8m13, fp8_e5m2, ... -- and for every deterministic mode;
+1 to 50 fraction bits, exponents within float64's normal range and a smallest quantum between
+2^-1022 and 1 -- fp16, bf16, tf32, fp32, e8m13, fp8_e5m2, ... -- and for every deterministic mode;
 stochastic rounding needs the exact fraction of a quantum and stays with ``scalar.convert``.
 ``tests/test_reduce_kernels.py`` checks it against :func:`scalar.round_value` on every mode and
 edge.
@@ -92,12 +92,16 @@ def inv_pow2_of(p):
 def fast_round_ok(f):
     """Whether :func:`round_fast` is exact for the format ``f`` (a FormatRecord)."""
     # The smallest quantum at most 1: then x / q never underflows (q >= 1 and a float64
-    # subnormal x would lose the bits that decide a directed rounding).
+    # subnormal x would lose the bits that decide a directed rounding). And at least 2^-1022:
+    # 1 / q (the factor x is scaled by) must not overflow, and q itself must be a normal
+    # float64 (e2m2 with emin = -1022 has the quantum 2^-1024, whose inverse is inf). At the
+    # top, nearest even's shifter s = 1.5 * 2^(emax + 52 - m) must stay finite (e10m1 with
+    # emax = 990 would need 1.5 * 2^1041).
     return (
         is_ieee_style(f)
         and 1 <= f.man_bits <= 50
-        and emin_of(f) >= -1022
-        and emax_of(f) <= 1022
+        and emin_of(f) - f.man_bits >= -1022
+        and emax_of(f) - f.man_bits <= 970
         and emin_of(f) - f.man_bits <= 0
     )
 
@@ -111,15 +115,18 @@ def fast_round_constants(f, subnormals, saturate):
     are then never used.)"""
     emin = min(max(emin_of(f), -1022), 1023)
     m = min(f.man_bits, 60)
-    emax = min(max(emax_of(f), -1000), 1023)
+    emax = min(max(emax_of(f), -1022), 1023)
     two_emin = bits_to_float64((emin + 1023) << 52)
     inv_two_emin = bits_to_float64((1023 - emin) << 52)
     two_m = bits_to_float64((m + 1023) << 52)
     inv_two_m = bits_to_float64((1023 - m) << 52)
-    max_sig = (f.max_mag & ((1 << m) - 1)) | (1 << m)
-    maxv = max_sig * bits_to_float64((min(max(emax - m, -1022), 1023) + 1023) << 52)
-    flush = two_emin if subnormals == 0 else 0.0
     two_emax = bits_to_float64((emax + 1023) << 52)
+    # max = 1.f * 2^emax, formed as (significand * 2^-m) * 2^emax: both factors and the
+    # product are normal float64 numbers whenever emax >= -1022, so it is exact even where
+    # 2^(emax - m) alone would be a float64 subnormal (emax = -1001 for e2m1 with bias 1003).
+    max_sig = (f.max_mag & ((1 << m) - 1)) | (1 << m)
+    maxv = (max_sig * inv_two_m) * two_emax
+    flush = two_emin if subnormals == 0 else 0.0
     magic = 1.5 * bits_to_float64((min(max(52 - m, -1022), 1023) + 1023) << 52)
     return (two_emin, inv_two_emin, two_m, inv_two_m, maxv, flush, saturate * 1.0, two_emax,
             magic)  # fmt: skip
