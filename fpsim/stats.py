@@ -61,6 +61,7 @@ import numpy as np
 
 from .containers import is_torch_tensor, torch_to_numpy
 from .formats import Format, FormatLike, get_format
+from .kernels import histogram as _khist
 
 __all__ = [
     "RangeHistogram",
@@ -350,13 +351,13 @@ class RangeHistogram:
         >>> h.zones("fp16")
         {'zero': 1, 'underflow': 0, 'subnormal': 1, 'normal': 1, 'overflow': 0, 'nonfinite': 1}
         """
-        from .kernels import histogram as khist
-
         if not tensor_formats:
             c = self.count_bits(bits, fmt)
             self.add_counts(c, scale)
             return c.amax
-        key = tuple(tensor_formats)
+        # This path runs once per tensor a watch records (fpsim.torch.watch): one dict look-up
+        # for the per-tensor tables, one for the format's, one compiled call.
+        key = tensor_formats if type(tensor_formats) is tuple else tuple(tensor_formats)
         plan = self._tensor_plans.get(key)
         if plan is None:
             fs = [self._format(f) for f in key]
@@ -369,36 +370,30 @@ class RangeHistogram:
         if not (isinstance(z, np.ndarray) and z.shape == (len(key), len(ZONES))
                 and z.dtype == np.int64):  # fmt: skip
             raise ValueError(f"tensor_zones must be an int64 array of shape ({len(key)}, 6)")
-        k = _log2_exact(scale)
+        k = 0 if scale == 1.0 else _log2_exact(scale)
         host = self._host_bits(bits, fmt)
         if host is None:  # on a GPU: count there, then add the counts here
             c = self.count_bits(bits, fmt)
-            ok = khist.add_table(c.table, c.ncols, c.k0, c.first, c.first + k - _EMIN,
-                                 self.counts, self.exact_powers, self._past, c.amax, b, i, fmax,
-                                 z)  # fmt: skip
-            specials, amax = (c.zero, c.nonfinite), c.amax
+            ok = _khist.add_table(c.table, c.ncols, c.k0, c.first, c.first + k - _EMIN,
+                                  self.counts, self.exact_powers, self._past, c.amax, b, i, fmax,
+                                  z)  # fmt: skip
+            zero, nonfinite, amax = c.zero, c.nonfinite, c.amax
         else:  # one compiled call: count, add, and the per-tensor zones
-            arr, plan = host
-            f, thr, lut, shift, first, _, _, slots, k0 = plan
-            prefix, pshift = khist.prefix_table(f.exp_bits, f.man_bits, f.bias, first,
-                                                tuple(thr.tolist()))  # fmt: skip
-            sp = np.zeros(2, np.int64)
-            top = khist.count_and_add(
+            arr, (f, thr, lut, shift, first, _, _, slots, k0, prefix, pshift) = host
+            ok, amax, zero, nonfinite = _khist.count_and_add(
                 arr, f.exp_bits, f.man_bits, f.bias, first, thr, lut, shift, prefix, pshift,
-                _NO_SLOTS if slots is None else slots, k0, k, _EMIN, self.counts,
-                self.exact_powers, self._past, b, i, fmax, z, sp,
+                slots, k0, k, _EMIN, self.counts, self.exact_powers, self._past, b, i, fmax, z,
             )  # fmt: skip
-            ok, specials, amax = top != -2, sp.tolist(), _magnitude_value(max(top, 0), f)
         if not ok:
             raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
-        self.zero += int(specials[0])
-        self.nonfinite += int(specials[1])
+        self.zero += int(zero)
+        self.nonfinite += int(nonfinite)
         return amax
 
     def _plan(self, fmt: FormatLike) -> tuple:
-        """count_bits' tables for reading ``fmt``'s bits (made once per format)."""
-        from .kernels import histogram as khist
-
+        """count_bits' tables for reading ``fmt``'s bits (made once per format): ``(f, thr,
+        lut, shift, first, rows, nslots, slots, k0, prefix, prefix_shift)``; ``slots`` is
+        empty for formats wider than 16 bits, ``prefix`` for the others."""
         plan = self._bits_plan.get(fmt) if isinstance(fmt, str) else None
         if plan is not None:
             return plan
@@ -408,17 +403,20 @@ class RangeHistogram:
                 f"add_bits reads IEEE-style formats (fp16, bf16, fp32, fp64, fp8_e5m2), not "
                 f"{f.name}; pass its values to add() instead"
             )
-        thr = khist.thresholds_for(self._cuts, f.man_bits)
-        lut, shift = khist.lookup(tuple(thr.tolist()), f.man_bits)
+        thr = _khist.thresholds_for(self._cuts, f.man_bits)
+        lut, shift = _khist.lookup(tuple(thr.tolist()), f.man_bits)
         first = f.emin - f.man_bits  # the binade of the smallest subnormal
         rows = f.emax - first + 1
         nslots = rows * (len(thr) + 2) + 2
-        slots = None
-        if f.bits <= khist.SMALL_FORMAT_BITS:
-            slots = khist.slot_table(f.exp_bits, f.man_bits, f.bias, first, tuple(thr.tolist()),
-                                     nslots)  # fmt: skip
+        slots, prefix, pshift = _NO_SLOTS, _NO_SLOTS, 0
+        if f.bits <= _khist.SMALL_FORMAT_BITS:
+            slots = _khist.slot_table(f.exp_bits, f.man_bits, f.bias, first,
+                                      tuple(thr.tolist()), nslots)  # fmt: skip
+        else:
+            prefix, pshift = _khist.prefix_table(f.exp_bits, f.man_bits, f.bias, first,
+                                                 tuple(thr.tolist()))  # fmt: skip
         k0 = int(np.count_nonzero(thr <= 0))  # the cuts an exact power of two passes
-        plan = (f, thr, lut, shift, first, rows, nslots, slots, k0)
+        plan = (f, thr, lut, shift, first, rows, nslots, slots, k0, prefix, pshift)
         self._bits_plan[f.name] = plan
         if isinstance(fmt, str):
             self._bits_plan[fmt] = plan
@@ -441,23 +439,19 @@ class RangeHistogram:
     def count_bits(self, bits: Any, fmt: FormatLike) -> BinadeCounts:
         """The counts of one array of bit patterns (as :meth:`add_bits` takes them), not yet
         added: a :class:`BinadeCounts` for :meth:`add_counts` and :meth:`zones_of`."""
-        from .kernels import histogram as khist
-
         host = self._host_bits(bits, fmt)
-        f, thr, lut, shift, first, rows, nslots, slots, k0 = self._plan(fmt)
+        f, thr, lut, shift, first, rows, nslots, slots, k0, prefix, pshift = self._plan(fmt)
         table = np.zeros(nslots, np.int64)
         if host is None:
             from .kernels import histogram_cuda
 
             top = histogram_cuda.histogram_bits_device(bits, f, f.exp_bits, f.man_bits, f.bias,
                                                        first, thr, lut, shift, table)  # fmt: skip
-        elif slots is not None:
-            top = khist.histogram_bits_small(host[0], (1 << (f.bits - 1)) - 1, slots, table)
+        elif slots.size:
+            top = _khist.histogram_bits_small(host[0], (1 << (f.bits - 1)) - 1, slots, table)
         else:
-            prefix, pshift = khist.prefix_table(f.exp_bits, f.man_bits, f.bias, first,
-                                                tuple(thr.tolist()))  # fmt: skip
-            top = khist.histogram_bits(host[0], f.exp_bits, f.man_bits, f.bias, first, thr, lut,
-                                       shift, prefix, pshift, table)  # fmt: skip
+            top = _khist.histogram_bits(host[0], f.exp_bits, f.man_bits, f.bias, first, thr, lut,
+                                        shift, prefix, pshift, table)  # fmt: skip
         return BinadeCounts(first, table, len(thr) + 2, k0, int(table[-2]), int(table[-1]),
                             _magnitude_value(max(top, 0), f), self._cut_index)  # fmt: skip
 
@@ -468,8 +462,6 @@ class RangeHistogram:
         ``zones_at`` (fmt -> power-of-two scale), also return ``{fmt: zones}`` of that array
         alone, unscaled, each format under its own scale: what :meth:`zones_of` gives, in the
         same pass (one compiled call)."""
-        from .kernels import histogram as khist
-
         if c.cuts is not self._cut_index and c.cuts != self._cut_index:
             raise ValueError("these counts were made by a histogram with other formats")
         k = _log2_exact(scale)
@@ -480,7 +472,7 @@ class RangeHistogram:
         rows = np.array([b for b, _ in bounds], np.int64)
         cuts = np.array([i for _, i in bounds], np.int64)
         out = np.zeros(len(bounds), np.int64)
-        if not khist.fold(c.table, c.ncols, c.k0, c.first + k - _EMIN, self.counts,
+        if not _khist.fold(c.table, c.ncols, c.k0, c.first + k - _EMIN, self.counts,
                           self.exact_powers, self._past, rows, cuts, out):  # fmt: skip
             raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
         self.zero += c.zero

@@ -313,13 +313,14 @@ def add_table(table, ncols, k0, first, offset, counts, pow2, past, amax, bound_b
 @njit(cache=True, nogil=True)
 def count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift, prefix,
                   prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past, bound_b,
-                  bound_cuts, fmax, zones, specials):  # fmt: skip
+                  bound_cuts, fmax, zones):  # fmt: skip
     """:func:`histogram_bits` (or :func:`histogram_bits_small` when ``slots`` is not empty)
     and :func:`add_table` in one compiled call: count ``bits``, add the counts to a histogram's
     arrays shifted by ``shift_k`` binades (row 0 at index ``first + shift_k - emin_row``) and
-    the array's own per-tensor-scaled zones to ``zones``; ``specials`` gets [zeros, inf/NaN].
-    Returns the largest finite magnitude code (-1: none), or -2 when a row would leave the
-    histogram (nothing is added then)."""
+    the array's own per-tensor-scaled zones to ``zones``. Returns ``(ok, amax, zeros,
+    inf/NaN)``: ``amax`` the largest finite magnitude (exact; 0.0 without one); ``ok`` False
+    when a row would leave the histogram (nothing is added then). Everything comes back in
+    one tuple: this runs once per tensor a watch records, where each Python-side step counts."""
     ncols = thresholds.size + 2
     nslots = ((1 << exp_bits) - 1 - bias - first) * ncols + 2  # rows up to emax, then specials
     table = np.zeros(nslots, np.int64)
@@ -334,12 +335,9 @@ def count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift,
         m = top & ((1 << man_bits) - 1)
         amax = math.ldexp(float(m + (1 << man_bits)) if e else float(m),
                           max(e, 1) - bias - man_bits)  # fmt: skip
-    if not add_table(table, ncols, k0, first, first + shift_k - emin_row, counts, pow2, past,
-                     amax, bound_b, bound_cuts, fmax, zones):  # fmt: skip
-        return -2
-    specials[0] += table[nslots - 2]
-    specials[1] += table[nslots - 1]
-    return top
+    ok = add_table(table, ncols, k0, first, first + shift_k - emin_row, counts, pow2, past,
+                   amax, bound_b, bound_cuts, fmax, zones)  # fmt: skip
+    return ok, amax, table[nslots - 2], table[nslots - 1]
 
 
 def thresholds_for(cuts, man_bits: int) -> np.ndarray:
