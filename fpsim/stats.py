@@ -270,6 +270,7 @@ class RangeHistogram:
         self._float_cuts = np.array([cut.float_cut() for cut in self._cuts], np.float64)
         self._bits_plan: dict[str, tuple] = {}  # count_bits' tables, per format read
         self._tensor_plans: dict[tuple, tuple] = {}  # add_bits' per-tensor zone tables
+        self._adders: dict[tuple, Any] = {}  # bits_adder's functions
         self.reset()
 
     def reset(self) -> None:
@@ -355,9 +356,67 @@ class RangeHistogram:
             c = self.count_bits(bits, fmt)
             self.add_counts(c, scale)
             return c.amax
-        # This path runs once per tensor a watch records (fpsim.torch.watch): one dict look-up
-        # for the per-tensor tables, one for the format's, one compiled call.
         key = tensor_formats if type(tensor_formats) is tuple else tuple(tensor_formats)
+        z = tensor_zones
+        if not (isinstance(z, np.ndarray) and z.shape == (len(key), len(ZONES))
+                and z.dtype == np.int64):  # fmt: skip
+            raise ValueError(f"tensor_zones must be an int64 array of shape ({len(key)}, 6)")
+        k = _log2_exact(scale)
+        host = self._host_bits(bits, fmt)
+        if host is not None:  # one compiled call: count, add, and the per-tensor zones
+            return self.bits_adder(fmt, key)(host[0], k, z)
+        # on a GPU: count there, then add the counts here
+        b, i, fmax = self._zone_plan(key)
+        c = self.count_bits(bits, fmt)
+        if not _khist.add_table(c.table, c.ncols, c.k0, c.first, c.first + k - _EMIN,
+                                self.counts, self.exact_powers, self._past, c.amax, b, i, fmax,
+                                z):  # fmt: skip
+            raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
+        self.zero += c.zero
+        self.nonfinite += c.nonfinite
+        return c.amax
+
+    def bits_adder(self, fmt: FormatLike, tensor_formats: tuple) -> Any:
+        """``add(bits, k, zones) -> amax``: what ``add_bits(bits, fmt, 2.0**k,
+        tensor_formats=tensor_formats, tensor_zones=zones)`` does for a host array, without its
+        checks and look-ups, for a caller adding many arrays (:func:`fpsim.torch.watch` adds
+        ~90 tensors per training step of a small model, where each microsecond per tensor
+        shows). ``bits``: a 1-D C-contiguous numpy array of native integers at least as wide
+        as ``fmt``; ``zones``: an int64 array of shape ``(len(tensor_formats), 6)``. Made once
+        per (fmt, tensor_formats) and kept.
+
+        >>> h = RangeHistogram(formats=("fp16",)); z = np.zeros((1, 6), np.int64)
+        >>> add = h.bits_adder("fp16", ("fp16",))
+        >>> add(np.array([0x3C00, 0x0001, 0x8000], np.uint16), 0, z)  # 1, 2^-24, -0
+        1.0
+        >>> z.tolist(), h.zones("fp16")["subnormal"]  # scaled by 2^15, both are normal
+        ([[1, 0, 0, 2, 0, 0]], 1)
+        """
+        key = (fmt, tensor_formats)
+        add = self._adders.get(key)
+        if add is not None:
+            return add
+        f, thr, lut, shift, first, _, _, slots, k0, prefix, pshift = self._plan(fmt)
+        b, i, fmax = self._zone_plan(tuple(tensor_formats))
+        eb, mb, bias, count = f.exp_bits, f.man_bits, f.bias, _khist.count_and_add
+
+        def add(bits: np.ndarray, k: int, zones: np.ndarray) -> float:
+            ok, amax, zero, nonfinite = count(
+                bits, eb, mb, bias, first, thr, lut, shift, prefix, pshift, slots, k0, k, _EMIN,
+                self.counts, self.exact_powers, self._past, b, i, fmax, zones,
+            )  # fmt: skip
+            if not ok:
+                raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
+            self.zero += zero
+            self.nonfinite += nonfinite
+            return amax
+
+        self._adders[key] = add
+        return add
+
+    def _zone_plan(self, key: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the per-tensor zones of the formats ``key``: each one's zero, normal and
+        overflow boundaries as (binade, cut index) rows, and its max as a float32 value."""
         plan = self._tensor_plans.get(key)
         if plan is None:
             fs = [self._format(f) for f in key]
@@ -365,30 +424,7 @@ class RangeHistogram:
             i = np.array([[i for _, _, i in self._bound_idx[f.name]] for f in fs], np.int64)
             fmax = np.array([float(np.float32(f.max)) for f in fs], np.float64)
             plan = self._tensor_plans[key] = (b.reshape(-1, 3), i.reshape(-1, 3), fmax)
-        b, i, fmax = plan
-        z = tensor_zones
-        if not (isinstance(z, np.ndarray) and z.shape == (len(key), len(ZONES))
-                and z.dtype == np.int64):  # fmt: skip
-            raise ValueError(f"tensor_zones must be an int64 array of shape ({len(key)}, 6)")
-        k = 0 if scale == 1.0 else _log2_exact(scale)
-        host = self._host_bits(bits, fmt)
-        if host is None:  # on a GPU: count there, then add the counts here
-            c = self.count_bits(bits, fmt)
-            ok = _khist.add_table(c.table, c.ncols, c.k0, c.first, c.first + k - _EMIN,
-                                  self.counts, self.exact_powers, self._past, c.amax, b, i, fmax,
-                                  z)  # fmt: skip
-            zero, nonfinite, amax = c.zero, c.nonfinite, c.amax
-        else:  # one compiled call: count, add, and the per-tensor zones
-            arr, (f, thr, lut, shift, first, _, _, slots, k0, prefix, pshift) = host
-            ok, amax, zero, nonfinite = _khist.count_and_add(
-                arr, f.exp_bits, f.man_bits, f.bias, first, thr, lut, shift, prefix, pshift,
-                slots, k0, k, _EMIN, self.counts, self.exact_powers, self._past, b, i, fmax, z,
-            )  # fmt: skip
-        if not ok:
-            raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
-        self.zero += int(zero)
-        self.nonfinite += int(nonfinite)
-        return amax
+        return plan
 
     def _plan(self, fmt: FormatLike) -> tuple:
         """count_bits' tables for reading ``fmt``'s bits (made once per format): ``(f, thr,

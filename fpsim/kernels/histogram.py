@@ -213,17 +213,26 @@ def fold(table, ncols, k0, offset, counts, pow2, past, bound_rows, bound_cuts, o
     a row holding values would fall outside the histogram."""
     rows = (table.size - 2) // ncols
     n = ncols - 2  # cuts
-    above = np.zeros(rows + 1, np.int64)
-    lo, hi = rows, -1
-    for r in range(rows - 1, -1, -1):
+    # Only the rows between the first and the last non-zero slot hold values (a tensor
+    # spans some tens of fp32's 277 binades): find them by scanning in from both ends, and
+    # sum only those rows (this runs once per tensor a watch records)
+    first_nz = 0
+    while first_nz < rows * ncols and table[first_nz] == 0:
+        first_nz += 1
+    last_nz = rows * ncols - 1
+    while last_nz >= first_nz and table[last_nz] == 0:
+        last_nz -= 1
+    lo, hi = rows, -1  # no values: an empty range
+    if last_nz >= first_nz:
+        lo, hi = first_nz // ncols, last_nz // ncols
+    above = np.zeros(rows + 1, np.int64)  # above[r]: the values in rows r and up
+    for r in range(hi, lo - 1, -1):
         t = 0
         for j in range(ncols):
             t += table[r * ncols + j]
         above[r] = above[r + 1] + t
-        if t:
-            lo = r
-            if hi < 0:
-                hi = r
+    for r in range(lo):
+        above[r] = above[lo]
     if hi >= 0 and (offset + lo < 0 or offset + hi >= counts.size):
         return False
     for r in range(lo, hi + 1):

@@ -181,6 +181,7 @@ class Watch:
                 if kind in ("activation", "activation_grad") or has_params:
                     self.records[(name, kind)] = TensorStats(name, kind, self._new_hist())
         self._scratch = self._new_hist()
+        self._adders: dict[tuple, Any] = {}  # (record key, format read) -> hist.bits_adder
         self._pt = {key: np.zeros((len(self.formats), len(ZONES)), np.int64)
                     for key in self.records}  # fmt: skip
         self._handles: list[Any] = []
@@ -459,8 +460,15 @@ class Watch:
         if bits is not None and (scale is None or k is not None):
             # one pass over the bits: the record gets the values with the loss scale divided
             # out (exactly, a power of two), pt this tensor's zones after its own scale
-            amax = rec.hist.add_bits(*bits, 1.0 if k is None else 2.0**-k,
-                                     tensor_formats=self.formats, tensor_zones=pt)  # fmt: skip
+            if isinstance(bits[0], np.ndarray):  # (bits_of: 1-D, native, the format's width)
+                add = self._adders.get((key, bits[1]))
+                if add is None:
+                    add = rec.hist.bits_adder(bits[1], self.formats)
+                    self._adders[(key, bits[1])] = add
+                amax = add(bits[0], 0 if k is None else -k, pt)
+            else:  # on a GPU
+                amax = rec.hist.add_bits(*bits, 1.0 if k is None else 2.0**-k,
+                                         tensor_formats=self.formats, tensor_zones=pt)  # fmt: skip
         else:  # fp8 E4M3 tensors, or a loss scale that is not a power of two: by the values
             v = values_of(part).astype(np.float64)
             h = self._scratch
