@@ -472,3 +472,100 @@ def test_backward_hook_kinds_agree_and_inplace_ops_work():
     assert rec.amax == float(h.grad.abs().max())
     with pytest.raises(ValueError, match="backward_hooks"):
         ft.watch(m, backward_hooks="graph")
+
+
+# ---- the one-call counting path against a plain count, over every dtype a watch reads ----------
+class Through(nn.Module):
+    """Returns its input: the watch records it as this module's activation, in its dtype."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Parameter(torch.zeros(1))  # (watched by default: it owns a parameter)
+
+    def forward(self, x):
+        return x
+
+
+def edge_values(np_dtype) -> np.ndarray:
+    """Zeros, the smallest and largest subnormals, the smallest normal, 1 and its successor,
+    ±max, inf (where the format has it) and NaN, as float64."""
+    fi = ml_dtypes.finfo(np_dtype)
+    tiny, sub, big = float(fi.smallest_normal), float(fi.smallest_subnormal), float(fi.max)
+    v = [0.0, -0.0, sub, -sub, tiny - sub, -(tiny - sub), tiny, -tiny, 1.0, 1.0 + float(fi.eps),
+         big, -big, math.nan]  # fmt: skip
+    if np_dtype != ml_dtypes.float8_e4m3fn:
+        v += [math.inf, -math.inf]
+    return np.array(v, np.float64)
+
+
+def zones_by_ref_round(x: np.ndarray, fmt: str) -> dict:
+    """The zones by exact Fraction rounding (tests/oracle.py), value by value: for float64
+    values, which a float32 cast would round."""
+    from fpsim import get_format
+
+    tiny = get_format(fmt).min_normal
+    z = dict.fromkeys(("zero", "underflow", "subnormal", "normal", "overflow", "nonfinite"), 0)
+    for v in x.tolist():
+        r = ref_round(v, fmt) if math.isfinite(v) and v != 0 else None
+        zone = ("nonfinite" if not math.isfinite(v) else "zero" if v == 0 else "underflow"
+                if r == 0 else "overflow" if not math.isfinite(r) else "subnormal"
+                if abs(r) < tiny else "normal")  # fmt: skip
+        z[zone] += 1
+    return z
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "float8_e5m2",
+                                   "float8_e4m3fn"])  # fmt: skip
+def test_one_call_path_equals_a_plain_count_on_every_dtype_and_edge(dtype):
+    """Each dtype a watch reads: every bit pattern of the 8- and 16-bit formats, edge values
+    and random bit patterns of fp32 / fp64, in a contiguous tensor and a transposed view (the
+    copy path). Zones per format, per-tensor-scaled zones and amax against numpy / ml_dtypes
+    casts of float32 (exact) or, for float64, exact Fraction rounding."""
+    tdt = getattr(torch, dtype)
+    npdt = {"bfloat16": ml_dtypes.bfloat16, "float8_e5m2": ml_dtypes.float8_e5m2,
+            "float8_e4m3fn": ml_dtypes.float8_e4m3fn}.get(dtype, np.dtype(dtype))  # fmt: skip
+    width = np.dtype(npdt).itemsize
+    ints = np.dtype(f"u{width}")
+    rng = np.random.default_rng(7)
+    if width <= 2:  # every code
+        codes = np.arange(1 << (8 * width), dtype=np.uint64).astype(ints)
+    else:
+        codes = rng.integers(0, 1 << (8 * width - 1), 3000 if width == 4 else 400,
+                             dtype=np.uint64).astype(ints)  # fmt: skip
+        codes[::2] |= ints.type(1 << (8 * width - 1))  # negatives too
+    x = np.concatenate([edge_values(npdt), codes.view(npdt).astype(np.float64)])
+    x = x[: x.size - x.size % 8]
+    base = torch.from_numpy(x).to(tdt) if width >= 2 else \
+        torch.from_numpy(x.astype(np.float32)).to(tdt)  # fmt: skip
+    assert np.array_equal(base.double().numpy(), x, equal_nan=True)  # exact: all values of tdt
+    tensors = [base, base.reshape(8, -1).t()]  # contiguous, and a non-contiguous view
+    model = Through()
+    with ft.watch(model, formats=FORMATS, kinds="activation") as w:
+        for t in tensors:
+            model(t)
+    rec = w.report()["", "activation"]
+    assert rec.counted == rec.seen == 2 * x.size
+    fin = np.abs(x[np.isfinite(x)])
+    assert rec.amax == float(fin.max())
+    am32 = np.float32(fin.max()) if fin.max() < 2.0**128 else np.float32(np.inf)
+    for f in FORMATS:
+        if width == 8:  # float64 values: exact rounding, value by value
+            want = zones_by_ref_round(x, f)
+        else:
+            want = zones_by_cast(x.astype(np.float32), f)  # exact: tdt's values are float32s
+        assert rec.zones(f) == {k: 2 * v for k, v in want.items()}, f
+        # per tensor: times 2^floor(log2(fl32(max / fl32(amax)))), 1 for an amax past float32
+        s = 1.0
+        if np.isfinite(am32):
+            q = min(np.float32(FMAX[f]) / am32, np.finfo(np.float32).max)
+            s = 2.0 ** math.floor(math.log2(q))
+        y = x * s  # exact in float64
+        if width <= 2:  # <= 11 significant bits: exact in float32 but where it flushes to 0,
+            y32 = y.astype(np.float32)  # far below every format's smallest subnormal
+            want = zones_by_cast(y32, f)
+            flushed = int(np.count_nonzero((y32 == 0) & (x != 0)))
+            want["zero"] -= flushed
+            want["underflow"] += flushed
+        else:  # float32 could round these twice: exact rounding instead
+            want = zones_by_ref_round(y, f)
+        assert rec.zones(f, "per_tensor") == {k: 2 * v for k, v in want.items()}, f

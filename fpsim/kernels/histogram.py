@@ -213,17 +213,26 @@ def fold(table, ncols, k0, offset, counts, pow2, past, bound_rows, bound_cuts, o
     a row holding values would fall outside the histogram."""
     rows = (table.size - 2) // ncols
     n = ncols - 2  # cuts
-    above = np.zeros(rows + 1, np.int64)
-    lo, hi = rows, -1
-    for r in range(rows - 1, -1, -1):
+    # Only the rows between the first and the last non-zero slot hold values (a tensor
+    # spans some tens of fp32's 277 binades): find them by scanning in from both ends, and
+    # sum only those rows (this runs once per tensor a watch records)
+    first_nz = 0
+    while first_nz < rows * ncols and table[first_nz] == 0:
+        first_nz += 1
+    last_nz = rows * ncols - 1
+    while last_nz >= first_nz and table[last_nz] == 0:
+        last_nz -= 1
+    lo, hi = rows, -1  # no values: an empty range
+    if last_nz >= first_nz:
+        lo, hi = first_nz // ncols, last_nz // ncols
+    above = np.zeros(rows + 1, np.int64)  # above[r]: the values in rows r and up
+    for r in range(hi, lo - 1, -1):
         t = 0
         for j in range(ncols):
             t += table[r * ncols + j]
         above[r] = above[r + 1] + t
-        if t:
-            lo = r
-            if hi < 0:
-                hi = r
+    for r in range(lo):
+        above[r] = above[lo]
     if hi >= 0 and (offset + lo < 0 or offset + hi >= counts.size):
         return False
     for r in range(lo, hi + 1):
@@ -313,13 +322,14 @@ def add_table(table, ncols, k0, first, offset, counts, pow2, past, amax, bound_b
 @njit(cache=True, nogil=True)
 def count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift, prefix,
                   prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past, bound_b,
-                  bound_cuts, fmax, zones, specials):  # fmt: skip
+                  bound_cuts, fmax, zones):  # fmt: skip
     """:func:`histogram_bits` (or :func:`histogram_bits_small` when ``slots`` is not empty)
     and :func:`add_table` in one compiled call: count ``bits``, add the counts to a histogram's
     arrays shifted by ``shift_k`` binades (row 0 at index ``first + shift_k - emin_row``) and
-    the array's own per-tensor-scaled zones to ``zones``; ``specials`` gets [zeros, inf/NaN].
-    Returns the largest finite magnitude code (-1: none), or -2 when a row would leave the
-    histogram (nothing is added then)."""
+    the array's own per-tensor-scaled zones to ``zones``. Returns ``(ok, amax, zeros,
+    inf/NaN)``: ``amax`` the largest finite magnitude (exact; 0.0 without one); ``ok`` False
+    when a row would leave the histogram (nothing is added then). Everything comes back in
+    one tuple: this runs once per tensor a watch records, where each Python-side step counts."""
     ncols = thresholds.size + 2
     nslots = ((1 << exp_bits) - 1 - bias - first) * ncols + 2  # rows up to emax, then specials
     table = np.zeros(nslots, np.int64)
@@ -334,12 +344,9 @@ def count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift,
         m = top & ((1 << man_bits) - 1)
         amax = math.ldexp(float(m + (1 << man_bits)) if e else float(m),
                           max(e, 1) - bias - man_bits)  # fmt: skip
-    if not add_table(table, ncols, k0, first, first + shift_k - emin_row, counts, pow2, past,
-                     amax, bound_b, bound_cuts, fmax, zones):  # fmt: skip
-        return -2
-    specials[0] += table[nslots - 2]
-    specials[1] += table[nslots - 1]
-    return top
+    ok = add_table(table, ncols, k0, first, first + shift_k - emin_row, counts, pow2, past,
+                   amax, bound_b, bound_cuts, fmax, zones)  # fmt: skip
+    return ok, amax, table[nslots - 2], table[nslots - 1]
 
 
 def thresholds_for(cuts, man_bits: int) -> np.ndarray:

@@ -28,9 +28,11 @@ for _name, _fmt in (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2")):
         FORMAT_OF[getattr(torch, _name)] = _fmt
 
 _INT_OF = {2: torch.int16, 4: torch.int32, 8: torch.int64, 1: torch.uint8}
-_NUMPY_NATIVE = (torch.float16, torch.float32, torch.float64)  # Tensor.numpy() reads these
 #: the formats whose bit patterns the histogram kernels read directly (IEEE style)
 _BITS_FORMATS = ("fp16", "bf16", "fp32", "fp64", "fp8_e5m2")
+#: Tensor.numpy() reads these: their memory is viewed as the integers of their width
+_NUMPY_INTS = {torch.float16: np.dtype(np.int16), torch.float32: np.dtype(np.int32),
+               torch.float64: np.dtype(np.int64)}  # fmt: skip
 
 
 def format_name(t: torch.Tensor) -> str:
@@ -53,9 +55,9 @@ def bits_of(t: torch.Tensor) -> tuple[Any, str] | None:
     name = FORMAT_OF.get(t.dtype) or format_name(t)
     if name not in _BITS_FORMATS:
         return None
-    if t.device.type == "cpu" and t.dtype in _NUMPY_NATIVE and t.is_contiguous():
-        a = t.detach().numpy()  # the tensor's memory (fewest torch calls: this runs per tensor)
-        return a.reshape(-1).view(np.dtype(f"i{a.dtype.itemsize}")), name
+    ints = _NUMPY_INTS.get(t.dtype)  # (this runs per recorded tensor: few torch calls)
+    if ints is not None and t.is_cpu and t.is_contiguous():
+        return t.detach().numpy().reshape(-1).view(ints), name  # the tensor's memory
     ints = t.detach().contiguous().view(_INT_OF[t.element_size()]).reshape(-1)
     return (ints.numpy() if ints.device.type == "cpu" else ints), name
 

@@ -74,6 +74,9 @@ from .report import KINDS, OverflowEvent, Report, SkipReport, SwampStats, Tensor
 
 __all__ = ["watch", "Watch", "DEFAULT_FORMATS", "KINDS"]
 
+#: torch float dtypes -> their names as a report gives them ("float32", "bfloat16", ...)
+_DTYPE_NAME = {dt: str(dt).replace("torch.", "") for dt in FORMAT_OF}
+
 _BACKWARD_HOOK_WARNING = "Full backward hook is firing when gradients are computed with respect"
 
 #: What a watch compares with unless told otherwise. Block schemes ("mxfp4", "nvfp4", ...) are
@@ -178,6 +181,7 @@ class Watch:
                 if kind in ("activation", "activation_grad") or has_params:
                     self.records[(name, kind)] = TensorStats(name, kind, self._new_hist())
         self._scratch = self._new_hist()
+        self._adders: dict[tuple, Any] = {}  # (record key, format read) -> hist.bits_adder
         self._pt = {key: np.zeros((len(self.formats), len(ZONES)), np.int64)
                     for key in self.records}  # fmt: skip
         self._handles: list[Any] = []
@@ -344,6 +348,9 @@ class Watch:
     # ---- hooks -------------------------------------------------------------------------------
     def _forward_hook(self, name: str, module: nn.Module, tensor_hooks: bool):
         grad_hook = self._backward_hook(name)
+        act_key, weight_key = (name, "activation"), (name, "weight")
+        record_activation = act_key in self.records
+        record_weight = weight_key in self.records
 
         def hook(mod: nn.Module, args: Any, output: Any) -> None:
             if not torch.is_grad_enabled():
@@ -354,13 +361,13 @@ class Watch:
                         t.register_hook(lambda g: grad_hook(mod, (g,)))
             if not self._recording:
                 return
-            if "activation" in self.kinds:
+            if record_activation:
                 for t in _tensors(output):
-                    self._record((name, "activation"), t)
-            if "weight" in self.kinds:
+                    self._record(act_key, t)
+            if record_weight:
                 for p in module.parameters(recurse=False):
                     if self._owner[id(p)][0] == name:
-                        self._record((name, "weight"), p)
+                        self._record(weight_key, p)
 
         return hook
 
@@ -433,26 +440,35 @@ class Watch:
         return min(n, math.ceil(s * n) if isinstance(s, float) else int(s))
 
     def _record(self, key: tuple[str, str], t: torch.Tensor, scale: float | None = None) -> None:
-        if key not in self.records or not is_float(t):
+        # This runs for every recorded tensor (~90 per step of the tiny GPT): few torch calls,
+        # no string work, one compiled call for the common case (benchmarks/bench_torch_watch.py)
+        rec = self.records.get(key)
+        dt = _DTYPE_NAME.get(t.dtype) if isinstance(t, torch.Tensor) else None
+        if rec is None or dt is None:
             return
-        t = t.detach()
-        rec = self.records[key]
+        n = t.numel()
         rec.tensors += 1
-        rec.seen += t.numel()
-        dt = str(t.dtype).replace("torch.", "")
+        rec.seen += n
         if dt not in rec.dtypes:
             rec.dtypes.append(dt)
-        if t.numel() == 0:
+        if n == 0:
             return
-        part = self._sampled(t, key)
+        part = t if self.sample is None else self._sampled(t.detach(), key)
         bits = bits_of(part)
         k = None if scale is None else _log2_pow2(scale)
         pt = self._pt[key]  # per-tensor-scaled zones, one row per format
         if bits is not None and (scale is None or k is not None):
             # one pass over the bits: the record gets the values with the loss scale divided
             # out (exactly, a power of two), pt this tensor's zones after its own scale
-            amax = rec.hist.add_bits(*bits, 1.0 if k is None else 2.0**-k,
-                                     tensor_formats=self.formats, tensor_zones=pt)  # fmt: skip
+            if isinstance(bits[0], np.ndarray):  # (bits_of: 1-D, native, the format's width)
+                add = self._adders.get((key, bits[1]))
+                if add is None:
+                    add = rec.hist.bits_adder(bits[1], self.formats)
+                    self._adders[(key, bits[1])] = add
+                amax = add(bits[0], 0 if k is None else -k, pt)
+            else:  # on a GPU
+                amax = rec.hist.add_bits(*bits, 1.0 if k is None else 2.0**-k,
+                                         tensor_formats=self.formats, tensor_zones=pt)  # fmt: skip
         else:  # fp8 E4M3 tensors, or a loss scale that is not a power of two: by the values
             v = values_of(part).astype(np.float64)
             h = self._scratch
@@ -468,12 +484,12 @@ class Watch:
             else:  # divided by a scale that is not a power of two: one rounding per value
                 rec.hist.add(v / scale)
         if part is not t:  # sampled: the largest magnitude over every element
-            a = t.abs()
+            a = t.detach().abs()
             amax = float(torch.where(torch.isfinite(a), a, torch.zeros_like(a)).amax())
         rec.counted += part.numel()
         rec.amax = max(rec.amax, amax if scale is None else amax / scale)
         if self.schemes:
-            self._record_blocks(rec, t, key, scale)
+            self._record_blocks(rec, t.detach(), key, scale)
 
     def _record_blocks(self, rec: TensorStats, t: torch.Tensor, key: tuple[str, str],
                        scale: float | None) -> None:  # fmt: skip
