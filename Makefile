@@ -48,8 +48,11 @@ browser:
 
 # The CUDA tests run in their own process: NUMBA_ENABLE_CUDASIM must be set before numba.cuda is
 # first imported (tests/cudasim/conftest.py sets it unless the environment already chose).
+# `-n auto --dist worksteal` (pytest-xdist): one worker per core, idle workers take tests queued
+# on busy ones, so the few long tests (lessons, demos) do not leave a core waiting at the end.
 test: $(STAMP) lint browser
-	$(PY) -m pytest -q --ignore=tests/cudasim --doctest-glob=README.md tests fpsim README.md
+	$(PY) -m pytest -q -n auto --dist worksteal --ignore=tests/cudasim \
+		--doctest-glob=README.md tests fpsim README.md
 	$(PY) -m pytest -q tests/cudasim
 
 # Jupyter, nbconvert (to run a lesson headless) and ipywidgets come with the lessons extra.
