@@ -13,6 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 import scaling_oracle as so
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fpsim
 from fpsim import amp, nn, optim
@@ -307,3 +309,31 @@ def test_same_quantized_operands_scales_and_histories_as_the_torch_emulation(nam
             ref = ref.detach().numpy()
             assert np.allclose(got, ref, rtol=2e-6, atol=1e-30 + 1e-6 * np.abs(ref).max())
         tl.zero_grad()
+
+
+# ---- the float32 dequantization the recipes use -------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(scheme=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp4", "mxfp6_e2m3", "nvfp4"]),
+       rows=st.integers(1, 3), blocks=st.integers(1, 3), tail=st.sampled_from([0, 0, 5]),
+       axis=st.sampled_from([0, 1]), exp=st.integers(-140, 120), seed=st.integers(0, 2**16))
+def test_float32_dequantize_is_the_exact_value_rounded_once(scheme, rows, blocks, tail, axis,
+                                                            exp, seed):  # fmt: skip
+    from fpsim.scaling import get_scheme, quantize, quantize_per_tensor
+
+    bs = get_scheme(scheme).block_size
+    n = blocks * bs + tail
+    g = np.random.default_rng(seed)
+    x = (g.standard_normal((rows, n)) * 2.0 ** g.integers(-8, 8, (rows, n))) * 2.0**exp
+    x = x.astype(np.float32)  # tiny exponents reach float32's subnormals (MX scales 2^-127)
+    x = x.T.copy() if axis == 0 else x
+    q = quantize(x, scheme, axis=axis)
+    exact = q.dequantize()
+    assert np.array_equal(q.dequantize(np.float32), exact.astype(np.float32), equal_nan=True)
+    finite = x[np.isfinite(x)]
+    if finite.size and np.max(np.abs(finite)) > 0:
+        s = float(np.float32(448.0) / np.float32(np.max(np.abs(finite))))
+        if 0 < s < np.inf:
+            p = quantize_per_tensor(x, "fp8_e4m3", s)
+            assert np.array_equal(p.dequantize(np.float32), p.dequantize().astype(np.float32))

@@ -357,7 +357,7 @@ class Quantizer:
         if spec.scaling == "block":
             res = quantize(a, spec.format, axis=axis, scale_rounding=spec.scale_rounding,
                            rounding=spec.rounding, seed=self._seed())  # fmt: skip
-            out = res.dequantize()
+            out = res.dequantize(dt)
             self.amax = _amax(a)
         elif spec.scaling == "none":
             res = np.asarray(round_to(a.astype(np.float64) if a.dtype.kind != "f" else a,
@@ -368,7 +368,7 @@ class Quantizer:
         else:
             s = self.tensor_scale(_amax(a))
             res = quantize_per_tensor(a, spec.format, s, rounding=spec.rounding, seed=self._seed())
-            out = res.dequantize()
+            out = res.dequantize(dt)
         self.calls += 1
         self.last = res
         with np.errstate(over="ignore", invalid="ignore"):
@@ -410,7 +410,9 @@ def _amax(a: np.ndarray) -> float:
     if a.size == 0:
         return 0.0
     with np.errstate(invalid="ignore"):
-        return float(np.max(np.abs(a.astype(np.float64, copy=False))))  # NaN propagates
+        if a.dtype in (np.float32, np.float64):  # |x| is exact in its own dtype
+            return float(np.max(np.abs(a)))  # NaN propagates
+        return float(np.max(np.abs(a.astype(np.float64, copy=False))))
 
 
 @dataclass(frozen=True)
