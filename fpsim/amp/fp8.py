@@ -66,7 +66,15 @@ from ..autograd.tensor import Tensor
 from ..formats import Format, fp32
 from . import autocast_mode
 from .grad_scaler import register_scale_check
-from .recipes import RECIPES, ROLES, Quantizer, Recipe, get_recipe
+from .recipes import (
+    RECIPES,
+    ROLES,
+    LayerQuantizers,
+    Quantizer,
+    Recipe,
+    get_recipe,
+    select_layers,
+)
 
 __all__ = [
     "GemmRecipe",
@@ -158,30 +166,20 @@ class fp8_autocast:  # noqa: N801 - a context manager named as TransformerEngine
 # ---- one layer's state -----------------------------------------------------------------------
 
 
-class FP8Layer:
+class FP8Layer(LayerQuantizers):
     """One converted layer: ``module``, its ``name`` in the model, the ``recipe`` and its
     ``quantizers`` (role -> :class:`~fpsim.amp.recipes.Quantizer`, holding the scales, amaxes
-    and amax histories); ``calls`` counts FP8 forward calls. With ``record`` on, every
+    and amax histories); ``calls`` counts FP8 forward calls; :meth:`state_dict` /
+    :meth:`load_state_dict` (a state of another recipe is refused). With ``record`` on, every
     quantization adds to :meth:`stats`."""
 
     def __init__(self, module: nn.Linear, name: str, recipe: Recipe, seed: int,
                  record: bool = False) -> None:  # fmt: skip
+        super().__init__(recipe, seed)
         self.module = module
         self.name = name
-        self.recipe = recipe
-        self.quantizers: dict[str, Quantizer] = {
-            role: recipe.make_quantizer(role, seed=seed + i) for i, role in enumerate(ROLES)
-        }
-        self.calls = 0
         self.record = bool(record)
         self._counts = {r: dict.fromkeys(("elements",) + LOSS_KINDS, 0) for r in ROLES}
-
-    def begin_forward(self) -> None:
-        """A new step for this layer: delayed scaling rolls its histories (after a first call)."""
-        if self.calls:
-            for q in self.quantizers.values():
-                q.update()
-        self.calls += 1
 
     def quantize(self, role: str, a: np.ndarray, axis: int) -> np.ndarray:
         """``a`` quantized by the role's quantizer (float32 values; blocks along ``axis``)."""
@@ -221,21 +219,6 @@ class FP8Layer:
         for c in self._counts.values():
             for k in c:
                 c[k] = 0
-
-    def state_dict(self) -> dict:
-        """The call count and every quantizer's state (JSON-friendly)."""
-        return {"recipe": self.recipe.to_dict(), "calls": self.calls,
-                "quantizers": {r: q.state_dict() for r, q in self.quantizers.items()}}  # fmt: skip
-
-    def load_state_dict(self, state: dict) -> None:
-        if Recipe.from_dict(state["recipe"]) != self.recipe:
-            raise ValueError(
-                f"the state is of a layer converted with {state['recipe']['name']!r}, "
-                f"this one uses {self.recipe.name!r}"
-            )
-        self.calls = int(state["calls"])
-        for r, q in self.quantizers.items():
-            q.load_state_dict(state["quantizers"][r])
 
     def __repr__(self) -> str:
         return (f"FP8Layer({self.name or '<model>'}: {type(self.module).__name__}, "
@@ -354,23 +337,8 @@ def _forward(module: nn.Linear, layer: FP8Layer):
 
 
 def _selected(model: nn.Module, layers: Any) -> list[tuple[str, nn.Module]]:
-    named = list(model.named_modules())
-    if layers is None:
-        chosen = [(n, m) for n, m in named if isinstance(m, nn.Linear)]
-    else:
-        if isinstance(layers, str):
-            layers = [layers]
-        names = dict(named)
-        unknown = [n for n in layers if n not in names]
-        if unknown:
-            raise ValueError(f"no such modules: {unknown}; the model has {list(names)}")
-        chosen = [(n, names[n]) for n in layers]
-    for n, m in chosen:
-        if not isinstance(m, nn.Linear):
-            raise TypeError(
-                f"{n or '<model>'} is a {type(m).__name__}; convert_to_fp8 converts Linear layers"
-            )
-    return chosen
+    return select_layers(list(model.named_modules()), layers, (nn.Linear,),
+                         "convert_to_fp8 converts Linear layers")  # fmt: skip
 
 
 def convert_to_fp8(model: nn.Module, recipe: Recipe | str, *, layers: Any = None, seed: int = 0,
