@@ -34,7 +34,9 @@ autocast`` (``autocast("cpu")``) and ``torch fp32 (CPU)`` -- the same model writ
 torch.nn (``tests/torch_twins.py``) loaded with the same weights. Target: fpsim fp32 within 2x
 of torch fp32. Other rows (precision recipes) go into ``MODEL_RECIPES[model]`` with
 ``add_model_recipe``: ``factory(model, batch)`` gets a fresh fpsim model with the shared
-weights and the batch, and returns a ``step()`` closure.
+weights and the batch, and returns a ``step()`` closure. The FP8/MX rows (``fpsim fp8_cast``,
+``fp8_delayed``, ``fp8_current``, ``fp8_tensorwise``, ``mxfp8``, ``nvfp4``) convert the Linear
+layers with :func:`fpsim.amp.convert_to_fp8`; target: each within 3x of fpsim fp32.
 
     python benchmarks/bench_train.py [--model mlp|gpt|cnn|all] [--rounds 6] [--block 6]
                                      [--threads 1]
@@ -309,6 +311,25 @@ MODEL_RECIPES: dict[str, list[tuple[str, object]]] = {
 def add_model_recipe(model: str, name: str, factory) -> None:
     """Add a row to the GPT or CNN table (see the module docstring)."""
     MODEL_RECIPES[model].append((name, factory))
+
+
+def fpsim_model_fp8(recipe: str):
+    """The fp32 loop with the model's Linear layers converted to the GEMM recipe ``recipe``
+    (``fpsim.amp.convert_to_fp8``: every Linear of the GPT; the CNN's head only, its
+    convolutions stay fp32). Target: within 3x of fpsim fp32."""
+
+    def factory(model, batch):
+        from fpsim.amp import convert_to_fp8
+
+        convert_to_fp8(model, recipe)
+        return fpsim_model_step(model, batch)
+
+    return factory
+
+
+for _m in ("gpt", "cnn"):
+    for _r in ("fp8_cast", "fp8_delayed", "fp8_current", "fp8_tensorwise", "mxfp8", "nvfp4"):
+        add_model_recipe(_m, f"fpsim {_r} (convert_to_fp8)", fpsim_model_fp8(_r))
 
 
 # ---- running ---------------------------------------------------------------------------------

@@ -190,15 +190,33 @@ class ScaledTensor:
         s = np.take(s, np.arange(n), axis=self.axis)
         return s * self.tensor_scale if self.tensor_scale is not None else s
 
-    def dequantize(self) -> np.ndarray:
+    def dequantize(self, dtype: Any = np.float64) -> np.ndarray:
         """The represented values, exactly, as float64 (element × scale × tensor scale: few
-        significant bits each, so the products are exact).
+        significant bits each, so the products are exact); ``dtype=np.float32``: each rounded
+        once to float32 (exact unless it leaves float32's range).
 
         >>> quantize(np.array([3.0, -0.2] * 16, np.float32), "mxfp4").dequantize()[:2].tolist()
         [3.0, -0.25]
         """
-        with np.errstate(invalid="ignore"):
-            return self.elements.astype(np.float64) * self.block_scales()
+        dt = np.dtype(dtype)
+        if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+            raise ValueError(f"dtype must be float32 or float64, got {dt}")
+        el, ax, bs = self.elements, self.axis, self.scheme.block_size
+        n = el.shape[ax]
+        with np.errstate(invalid="ignore", over="ignore"):
+            if n % bs:  # a short last block: the scales repeated element by element
+                return (el.astype(np.float64) * self.block_scales()).astype(dt, copy=False)
+            # whole blocks: the block axis split in two, the scales broadcast along the block
+            blocked = el.reshape(el.shape[:ax] + (n // bs, bs) + el.shape[ax + 1 :])
+            s = self.scales if self.tensor_scale is None else self.scales * self.tensor_scale
+            s = np.expand_dims(s, ax + 1)
+            if dt == np.float32 and self.tensor_scale is None and self.scheme.pow2:
+                # a power-of-two scale (exact in float32, 2^-127 included): the float32
+                # product is the exact one rounded once, as the float64 route gives
+                out = blocked * s.astype(np.float32)
+            else:
+                out = (blocked.astype(np.float64) * s).astype(dt, copy=False)
+        return out.reshape(el.shape)
 
     @property
     def scale_codes(self) -> np.ndarray:
@@ -385,8 +403,14 @@ class PerTensorScaled:
     scale_inv: float
     elements: np.ndarray
 
-    def dequantize(self) -> np.ndarray:
-        """The represented values, exactly, as float64."""
+    def dequantize(self, dtype: Any = np.float64) -> np.ndarray:
+        """The represented values, exactly, as float64; ``dtype=np.float32``: each rounded once
+        to float32 (the float32 product of the element and the float32 ``scale_inv``)."""
+        if np.dtype(dtype) == np.float32:
+            with np.errstate(over="ignore", invalid="ignore"):
+                return self.elements * np.float32(self.scale_inv)
+        if np.dtype(dtype) != np.float64:
+            raise ValueError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
         return self.elements.astype(np.float64) * self.scale_inv
 
     def classify(self, x: Any) -> dict[str, np.ndarray]:

@@ -25,6 +25,7 @@ from fpsim.demo import (  # noqa: E402
     accumulate,
     bf16,
     blocks,
+    fp8,
     overflow,
     swamping,
     tensorcore,
@@ -63,9 +64,10 @@ def demo_figures(tmp_path_factory):
         ["bf16", "--steps", "4"],
         ["blocks"],
         ["tensorcore", "--ks", "64,256,2048", "--size", "2"],
+        ["fp8", "--steps", "2", "--recipes", "fp8_cast,fp8_delayed"],
     ]
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(io.StringIO()):
-        for mod in (underflow, overflow, swamping, accumulate, bf16, blocks, tensorcore,
+        for mod in (underflow, overflow, swamping, accumulate, bf16, blocks, tensorcore, fp8,
                     figures_demo):  # fmt: skip
             mp.setattr(mod, "save_figure", keep)
         for args in runs:

@@ -36,7 +36,12 @@ What is here
   underflow (most activation gradients fall below 2^-24 without loss scaling);
 * :class:`FormatTrace` -- the format of every op's inputs and outputs, forward and backward;
 * :mod:`fpsim.amp.recipes` -- low-precision GEMM recipes (FP8 current / delayed scaling, MXFP8,
-  NVFP4): one quantizer per operand role, used by :func:`fpsim.torch.emulate`.
+  NVFP4): one quantizer per operand role, used by :func:`fpsim.torch.emulate` and by
+  :mod:`fpsim.amp.fp8`;
+* :func:`convert_to_fp8` / :func:`fp8_training` / :class:`fp8_autocast` -- FP8 and MX training
+  in fpsim's engine: Linear layers whose three GEMMs run on quantized operands, with the
+  recipe's state inspectable (:mod:`fpsim.amp.fp8`); the GEMM recipe class is exported as
+  :class:`GemmRecipe` (:func:`get_gemm_recipe`), apart from the training :class:`Recipe`.
 
 Design decisions (and where fpsim differs from PyTorch)
 -------------------------------------------------------
@@ -81,6 +86,18 @@ from .autocast_mode import (
     set_autocast_cache_enabled,
     set_autocast_dtype,
     set_autocast_enabled,
+)
+from .fp8 import (
+    GEMM_RECIPES,
+    FP8Layer,
+    FP8Layers,
+    GemmRecipe,
+    convert_to_fp8,
+    fp8_autocast,
+    fp8_training,
+    get_gemm_recipe,
+    is_fp8_enabled,
+    unconvert_fp8,
 )
 from .grad_scaler import GradScaler, OptState, StaticGradScaler
 from .trace import FormatTrace, TraceEvent
@@ -133,4 +150,14 @@ __all__ = [
     "underflow_task",
     "underflow_model",
     "Scale",
+    "GemmRecipe",
+    "GEMM_RECIPES",
+    "get_gemm_recipe",
+    "FP8Layer",
+    "FP8Layers",
+    "convert_to_fp8",
+    "unconvert_fp8",
+    "fp8_training",
+    "fp8_autocast",
+    "is_fp8_enabled",
 ]

@@ -56,7 +56,17 @@ from ..autograd.tensor import Tensor
 from ..formats import fp16, fp32
 from .functional import amp_foreach_non_finite_check_and_unscale_, amp_update_scale_
 
-__all__ = ["GradScaler", "StaticGradScaler", "OptState"]
+__all__ = ["GradScaler", "StaticGradScaler", "OptState", "register_scale_check"]
+
+# Checks GradScaler.scale runs on the outputs it scales (a layer above may refuse a loss scale
+# where it is meaningless: fpsim.amp.fp8 refuses FP8 layers with delayed gradient scaling).
+_scale_checks: list = []
+
+
+def register_scale_check(fn) -> None:
+    """Have :meth:`GradScaler.scale` call ``fn(outputs)`` before scaling (it may raise)."""
+    if fn not in _scale_checks:
+        _scale_checks.append(fn)
 
 
 class OptState(Enum):
@@ -138,6 +148,8 @@ class GradScaler:
         2.0 scales to 131072.0, not to fp16's inf."""
         if not self._enabled:
             return outputs
+        for check in _scale_checks:
+            check(outputs)
         if isinstance(outputs, Tensor):
             return outputs * self._scale_operand()
 

@@ -71,7 +71,8 @@ from ..scaling import (
     quantize_per_tensor,
 )
 
-__all__ = ["ROLES", "SCALINGS", "QuantizerSpec", "Quantizer", "Recipe", "RECIPES", "get_recipe"]
+__all__ = ["ROLES", "SCALINGS", "QuantizerSpec", "Quantizer", "Recipe", "RECIPES", "get_recipe",
+           "LayerQuantizers"]
 
 #: The operand roles of a layer's GEMMs: forward ``input @ weight^T``; backward
 #: ``grad_output @ weight`` (the input's gradient) and ``grad_output^T @ input`` (the weight's).
@@ -357,7 +358,7 @@ class Quantizer:
         if spec.scaling == "block":
             res = quantize(a, spec.format, axis=axis, scale_rounding=spec.scale_rounding,
                            rounding=spec.rounding, seed=self._seed())  # fmt: skip
-            out = res.dequantize()
+            out = res.dequantize(dt)
             self.amax = _amax(a)
         elif spec.scaling == "none":
             res = np.asarray(round_to(a.astype(np.float64) if a.dtype.kind != "f" else a,
@@ -368,7 +369,7 @@ class Quantizer:
         else:
             s = self.tensor_scale(_amax(a))
             res = quantize_per_tensor(a, spec.format, s, rounding=spec.rounding, seed=self._seed())
-            out = res.dequantize()
+            out = res.dequantize(dt)
         self.calls += 1
         self.last = res
         with np.errstate(over="ignore", invalid="ignore"):
@@ -410,7 +411,9 @@ def _amax(a: np.ndarray) -> float:
     if a.size == 0:
         return 0.0
     with np.errstate(invalid="ignore"):
-        return float(np.max(np.abs(a.astype(np.float64, copy=False))))  # NaN propagates
+        if a.dtype in (np.float32, np.float64):  # |x| is exact in its own dtype
+            return float(np.max(np.abs(a)))  # NaN propagates
+        return float(np.max(np.abs(a.astype(np.float64, copy=False))))
 
 
 @dataclass(frozen=True)
@@ -517,3 +520,64 @@ def get_recipe(recipe: Recipe | str) -> Recipe:
     if isinstance(recipe, str) and recipe.strip().lower() in RECIPES:
         return RECIPES[recipe.strip().lower()]
     raise ValueError(f"unknown recipe {recipe!r}; known: {', '.join(RECIPES)}, or a Recipe(...)")
+
+
+class LayerQuantizers:
+    """The recipe state of one layer: ``recipe`` and one :class:`Quantizer` per role in
+    ``quantizers`` (seeds ``seed``, ``seed + 1``, ``seed + 2`` in :data:`ROLES` order), and
+    ``calls``, the forward calls so far. :meth:`begin_forward` starts a step: after a first
+    call, delayed scaling rolls its histories (one step = one forward call). The layers of
+    :func:`fpsim.torch.emulate` and :func:`fpsim.amp.convert_to_fp8` are these."""
+
+    def __init__(self, recipe: Recipe, seed: int = 0) -> None:
+        self.recipe = recipe
+        self.quantizers: dict[str, Quantizer] = {
+            role: recipe.make_quantizer(role, seed=seed + i) for i, role in enumerate(ROLES)
+        }
+        self.calls = 0
+
+    def begin_forward(self) -> None:
+        """A new step for this layer: delayed scaling rolls its histories (after a first call)."""
+        if self.calls:
+            for q in self.quantizers.values():
+                q.update()
+        self.calls += 1
+
+    def state_dict(self) -> dict:
+        """The recipe, the call count and every quantizer's state (JSON-friendly)."""
+        return {"recipe": self.recipe.to_dict(), "calls": self.calls,
+                "quantizers": {r: q.state_dict() for r, q in self.quantizers.items()}}  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        if "recipe" in state and Recipe.from_dict(state["recipe"]) != self.recipe:
+            raise ValueError(
+                f"the state is of a layer with recipe {state['recipe']['name']!r}, "
+                f"this one uses {self.recipe.name!r}"
+            )
+        self.calls = int(state["calls"])
+        for r, q in self.quantizers.items():
+            q.load_state_dict(state["quantizers"][r])
+
+
+def select_layers(named: list, layers: Any, default_types: tuple, what: str) -> list:
+    """The ``(name, module)`` pairs of ``named`` (a model's ``named_modules()``) that a
+    conversion applies to: those of ``default_types`` when ``layers`` is None, else the ones
+    ``layers`` names (a name, a list of names, a type or a tuple of types); each must be one of
+    ``default_types`` (``what`` names them in the error)."""
+    if layers is None:
+        layers = default_types
+    if isinstance(layers, str):
+        layers = [layers]
+    if isinstance(layers, type) or (isinstance(layers, tuple) and layers and
+                                    all(isinstance(t, type) for t in layers)):  # fmt: skip
+        chosen = [(n, m) for n, m in named if isinstance(m, layers)]
+    else:
+        names = dict(named)
+        unknown = [n for n in layers if n not in names]
+        if unknown:
+            raise ValueError(f"no such modules: {unknown}; the model has {list(names)}")
+        chosen = [(n, names[n]) for n in layers]
+    for n, m in chosen:
+        if not isinstance(m, default_types):
+            raise TypeError(f"{n or '<model>'} is a {type(m).__name__}; {what}")
+    return chosen

@@ -190,6 +190,9 @@ DEMOS: dict[str, tuple[str, DemoFunction]] = {
               "(needs torch)", _lazy("torch_model")),
     "tensorcore": ("FP8 matmuls as an H100 tensor core computes them (13 bits kept) against "
                    "fp32, with DeepSeek-V3's promotion every 128: error vs K", _lazy("tensorcore")),
+    "fp8": ("the tiny GPT trained in fp32, bf16, fp16 + GradScaler, FP8 (one loss scale, "
+            "delayed, current), MXFP8 and NVFP4: losses, what each cast lost, scales",
+            _lazy("fp8")),
     "autocast": ("autocast's per-op precision tables, and the formats of every op of a small "
                  "model's forward and backward pass", demo_autocast),
     "figures": ("regenerate every figure in figures/ (what `make figures` runs)",

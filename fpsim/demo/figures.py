@@ -1,7 +1,7 @@
 """``python -m fpsim.demo figures`` (``make figures``): regenerate every figure in ``figures/``.
 
 Runs the demos that draw (underflow, overflow, swamping, accumulate, bf16, blocks,
-tensorcore) on their default settings (their printed output hidden; their progress bars shown
+tensorcore, fp8) on their default settings (their printed output hidden; their progress bars shown
 on a terminal unless ``--quiet``), and draws the static teaching figures: the range of each
 format, the bit fields of 0.1 in fp16, and the number line of the textbook 8-bit format
 ``Format(4, 3)``.
@@ -29,6 +29,7 @@ DEMO_FIGURES = {
     "bf16": ("bf16_histogram.png",),
     "blocks": ("blocks.png",),
     "tensorcore": ("tensorcore.png",),
+    "fp8": ("fp8_loss.png", "fp8_scales.png"),
 }  # fmt: skip
 STATIC_FIGURES = ("format_ranges.png", "bits_0.1_fp16.png", "number_line_8bit.png")
 

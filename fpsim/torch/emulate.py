@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..amp.recipes import ROLES, Quantizer, Recipe, get_recipe
+from ..amp.recipes import LayerQuantizers, Recipe, get_recipe, select_layers
 from .quantize import quantize_with
 
 __all__ = ["emulate", "unemulate", "emulating", "EmulatedLayer", "LAYER_TYPES"]
@@ -53,35 +53,15 @@ LAYER_TYPES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 _ATTR = "_fpsim_emulation"
 
 
-class EmulatedLayer:
+class EmulatedLayer(LayerQuantizers):
     """One emulated layer: ``module``, its ``name`` in the model, the ``recipe``, and its
     ``quantizers`` (role -> :class:`~fpsim.amp.recipes.Quantizer`, with their scales and amax
     histories); ``calls`` counts forward calls."""
 
     def __init__(self, module: nn.Module, name: str, recipe: Recipe, seed: int) -> None:
+        super().__init__(recipe, seed)
         self.module = module
         self.name = name
-        self.recipe = recipe
-        self.quantizers: dict[str, Quantizer] = {
-            role: recipe.make_quantizer(role, seed=seed + i) for i, role in enumerate(ROLES)
-        }
-        self.calls = 0
-
-    def begin_forward(self) -> None:
-        """A new step for this layer: delayed scaling rolls its histories (after a first call)."""
-        if self.calls:
-            for q in self.quantizers.values():
-                q.update()
-        self.calls += 1
-
-    def state_dict(self) -> dict:
-        return {"calls": self.calls,
-                "quantizers": {r: q.state_dict() for r, q in self.quantizers.items()}}  # fmt: skip
-
-    def load_state_dict(self, state: dict) -> None:
-        self.calls = int(state["calls"])
-        for r, q in self.quantizers.items():
-            q.load_state_dict(state["quantizers"][r])
 
     def __repr__(self) -> str:
         return f"EmulatedLayer({self.name or '<model>'}: {type(self.module).__name__}, " \
@@ -199,25 +179,8 @@ def _conv_forward(module: nn.Module, layer: EmulatedLayer, nd: int):
 
 
 def _selected(model: nn.Module, layers: Any) -> list[tuple[str, nn.Module]]:
-    named = list(model.named_modules())
-    if layers is None:
-        layers = LAYER_TYPES
-    if isinstance(layers, type) or (isinstance(layers, tuple) and
-                                    all(isinstance(t, type) for t in layers)):  # fmt: skip
-        chosen = [(n, m) for n, m in named if isinstance(m, layers)]
-    else:
-        names = dict(named)
-        unknown = [n for n in layers if n not in names]
-        if unknown:
-            raise ValueError(f"no such modules: {unknown}; the model has {list(names)}")
-        chosen = [(n, names[n]) for n in layers]
-    for n, m in chosen:
-        if not isinstance(m, LAYER_TYPES):
-            raise TypeError(
-                f"{n or '<model>'} is a {type(m).__name__}; emulate handles "
-                f"{', '.join(t.__name__ for t in LAYER_TYPES)}"
-            )
-    return chosen
+    what = f"emulate handles {', '.join(t.__name__ for t in LAYER_TYPES)}"
+    return select_layers(list(model.named_modules()), layers, LAYER_TYPES, what)
 
 
 def emulate(model: nn.Module, recipe: Recipe | str, *, layers: Any = None,
