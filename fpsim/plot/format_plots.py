@@ -192,7 +192,8 @@ def plot_bit_fields(x: Any, fmt: FormatLike = "fp16", ax: Axes | None = None) ->
     """
     from matplotlib.patches import Rectangle
 
-    from ..inspect import _result_note, fields
+    from ..inspect import fields
+    from ..inspect.tables import _result_note
 
     fl = fields(x, fmt)
     f = fl.format
