@@ -105,7 +105,8 @@ def _is_device_array(x: Any) -> bool:
 #   * Python ints (any size), numpy integer scalars, Fraction and finite Decimal scalars by the
 #     exact rational rounding below (pure Python; a scalar costs microseconds);
 #   * integer arrays whose values are not all exact in float64 by a kernel that splits each
-#     integer into two float64s whose sum is exact and rounds that sum once (scalar.add_rounded).
+#     integer into two float64s whose sum is exact and rounds that sum once
+#     (scalar_ops.add_rounded).
 
 _F64_EXACT_INT = 1 << 53  # every integer of magnitude <= 2^53 is a float64
 
@@ -271,8 +272,8 @@ def _round_exact_input(
     flat = np.ascontiguousarray(arr).reshape(-1)
     out = np.empty(flat.shape, np.float64)
     if backend == "python" or (f.man_bits >= 51 and f != fp64):
-        # scalar.add_rounded is exact for p <= 51 (round to odd needs two spare bits) or binary64
-        # itself: 52- and 53-bit formats take the exact rational path.
+        # scalar_ops.add_rounded is exact for p <= 51 (round to odd needs two spare bits) or
+        # binary64 itself: 52- and 53-bit formats take the exact rational path.
         for i, v in enumerate(flat.tolist()):
             rand = scalar.random62(seed, i) if mode == scalar.STOCHASTIC else 0
             out[i] = _round_rational(Fraction(v), f, mode, subnormals, saturate, rand)

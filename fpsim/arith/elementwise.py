@@ -77,7 +77,7 @@ Exponent range
     * reductions: a partial sum plus a term (fp64 inputs to :func:`sum`, products near 2^1024)
       can overflow float64 though the exact sum is finite. It then lies beyond
       ``2^1024 - 2^970``, so it overflows every accumulator accepted above in every mode; the
-      scalar addition (``scalar.add_rounded``) rounds ``±F64_MAX`` in its place (an inf would
+      scalar addition (``scalar_ops.add_rounded``) rounds ``±F64_MAX`` in its place (an inf would
       stay inf where rounding toward zero or ``saturate=True`` must give the accumulator's max).
 
     Every built-in format passes all of these except fp64 (add/sub and accumulation only).
@@ -102,7 +102,7 @@ import numpy as np
 
 from ..core import _mode_code, _seed_value
 from ..formats import FormatLike, get_format
-from ..kernels import scalar
+from ..kernels import scalar_ops
 from ..kernels.operands import require_add, require_mul
 from .operands import (
     as_array,
@@ -118,12 +118,12 @@ from .operands import (
 __all__ = ["add", "sub", "mul", "div", "sqrt", "fma", "neg", "abs", "OP_NAMES"]
 
 OP_NAMES = {
-    scalar.OP_ADD: "add",
-    scalar.OP_SUB: "sub",
-    scalar.OP_MUL: "mul",
-    scalar.OP_DIV: "div",
-    scalar.OP_SQRT: "sqrt",
-    scalar.OP_FMA: "fma",
+    scalar_ops.OP_ADD: "add",
+    scalar_ops.OP_SUB: "sub",
+    scalar_ops.OP_MUL: "mul",
+    scalar_ops.OP_DIV: "div",
+    scalar_ops.OP_SQRT: "sqrt",
+    scalar_ops.OP_FMA: "fma",
 }
 
 
@@ -143,7 +143,7 @@ def _elementwise(op, xs, names, fmt, rounding, subnormals, saturate, seed, round
     f = get_format(fmt)
     name = OP_NAMES[op]
     mode = _mode_code(rounding)
-    if op in (scalar.OP_ADD, scalar.OP_SUB):
+    if op in (scalar_ops.OP_ADD, scalar_ops.OP_SUB):
         require_add(f)
     else:
         require_mul(f, name)
@@ -208,7 +208,8 @@ def add(
     (3.14, 0.0)
     """
     return _elementwise(
-        scalar.OP_ADD, (a, b), ("a", "b"), fmt, rounding, subnormals, saturate, seed, round_inputs
+        scalar_ops.OP_ADD, (a, b), ("a", "b"), fmt, rounding, subnormals, saturate, seed,
+        round_inputs,
     )
 
 
@@ -232,7 +233,8 @@ def sub(
     (1.0, 0.99951171875)
     """
     return _elementwise(
-        scalar.OP_SUB, (a, b), ("a", "b"), fmt, rounding, subnormals, saturate, seed, round_inputs
+        scalar_ops.OP_SUB, (a, b), ("a", "b"), fmt, rounding, subnormals, saturate, seed,
+        round_inputs,
     )
 
 
@@ -258,7 +260,8 @@ def mul(
     (inf, 65504.0)
     """
     return _elementwise(
-        scalar.OP_MUL, (a, b), ("a", "b"), fmt, rounding, subnormals, saturate, seed, round_inputs
+        scalar_ops.OP_MUL, (a, b), ("a", "b"), fmt, rounding, subnormals, saturate, seed,
+        round_inputs,
     )
 
 
@@ -282,7 +285,8 @@ def div(
     (0.333251953125, 0.33349609375, inf)
     """
     return _elementwise(
-        scalar.OP_DIV, (a, b), ("a", "b"), fmt, rounding, subnormals, saturate, seed, round_inputs
+        scalar_ops.OP_DIV, (a, b), ("a", "b"), fmt, rounding, subnormals, saturate, seed,
+        round_inputs,
     )
 
 
@@ -305,7 +309,7 @@ def sqrt(
     (1.4140625, 1.4140625, nan)
     """
     return _elementwise(
-        scalar.OP_SQRT, (a,), ("a",), fmt, rounding, subnormals, saturate, seed, round_inputs
+        scalar_ops.OP_SQRT, (a,), ("a",), fmt, rounding, subnormals, saturate, seed, round_inputs
     )
 
 
@@ -334,7 +338,7 @@ def fma(
     (9.5367431640625e-07, 0.0)
     """
     return _elementwise(
-        scalar.OP_FMA,
+        scalar_ops.OP_FMA,
         (a, b, c),
         ("a", "b", "c"),
         fmt,

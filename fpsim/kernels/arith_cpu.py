@@ -22,22 +22,22 @@ rows; the elementwise kernels use numba's ``prange``. Below ``PARALLEL_MIN`` ele
 everything runs on the calling thread.
 
 Speed. In the default mode (round to nearest even) the elementwise kernels and the input check
-use the branch-free forms: the float64 stand-in of the exact result (``scalar.stand_in_nearest``:
-two_sum + round-to-odd, the product, the quotient, the root) and
+use the branch-free forms: the float64 stand-in of the exact result
+(``scalar_ops.stand_in_nearest``: two_sum + round-to-odd, the product, the quotient, the root) and
 ``scalar.round_nearest_even_bits``, which LLVM vectorises; they are exact only where
 ``scalar.nearest_even_fast_ok`` holds. The reductions' fast forms are
 :mod:`fpsim.kernels.fastround` (rounding with float instructions, every deterministic mode and
 stochastic rounding) and, where innocuous, the plain float64 sum (see
 :func:`fpsim.kernels.reduce.plain_add_innocuous`). Every other format and mode runs the general
-``scalar.arith_op`` / ``scalar.add_rounded`` / ``scalar.round_value`` per element, which go
+``scalar_ops.arith_op`` / ``scalar_ops.add_rounded`` / ``scalar.round_value`` per element, which go
 through ``scalar.convert``. Both paths are tested against exact rational arithmetic and against
 each other.
 
 Accumulators. A partial sum and a term are float64s whose exact sum can lie beyond float64
-(terms of fp64 inputs, products near 2^1024) while still being finite: ``scalar.add_rounded``
+(terms of fp64 inputs, products near 2^1024) while still being finite: ``scalar_ops.add_rounded``
 then rounds ``±F64_MAX`` in place of the float64 sum's inf, a correct stand-in because every
 accumulator fpsim accepts (other than binary64, which ``add_rounded`` handles through
-``scalar.add_float64``) has values below 2^1023: both overflow it in every mode. The fast forms
+``scalar_ops.add_float64``) has values below 2^1023: both overflow it in every mode. The fast forms
 are used only where no partial sum can overflow float64 (products below 2^1021).
 
 Stochastic rounding draws ``scalar.random62(seed, index)`` with a documented index per rounding
@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from . import reduce, scalar
+from . import reduce, scalar, scalar_ops
 from .record import FLOAT64, FormatRecord, unflatten
 
 BLOCK = 16384  # elements per parallel task (elementwise kernels)
@@ -218,44 +218,44 @@ def _ew_body(op, a, b, c, out, start, stop, fmt_t, mode, subn, sat, seed, nchk):
         kc = _constants(fmt, subn, sat)
         # One loop per operation (the operation is loop-invariant): each is branch-free and
         # vectorises.
-        if (op == scalar.OP_ADD or op == scalar.OP_SUB) and fmt.man_bits <= 24:
+        if (op == scalar_ops.OP_ADD or op == scalar_ops.OP_SUB) and fmt.man_bits <= 24:
             # Nearest-even only: when both operands are p-bit values and 53 >= 2p + 2, rounding
             # to nearest in float64 and then again to p bits equals rounding the exact sum once
             # (Figueroa, "When is double rounding innocuous?", SIGNUM 1995): the float64 sum is
             # a correct stand-in, with no TwoSum needed. (Directed and stochastic modes, and
             # sums of operands of other formats -- accumulators -- still need round-to-odd.)
-            sgn = 1.0 if op == scalar.OP_ADD else -1.0
+            sgn = 1.0 if op == scalar_ops.OP_ADD else -1.0
             for i in range(n):
                 t = np.float64(x[i]) + sgn * np.float64(y[i])
                 o[i] = _rne(t, fmt, kc)
-        elif op == scalar.OP_ADD:
+        elif op == scalar_ops.OP_ADD:
             for i in range(n):
                 t = scalar.add_odd(np.float64(x[i]), np.float64(y[i]))
                 o[i] = _rne(t, fmt, kc)
-        elif op == scalar.OP_SUB:
+        elif op == scalar_ops.OP_SUB:
             for i in range(n):
                 t = scalar.add_odd(np.float64(x[i]), -np.float64(y[i]))
                 o[i] = _rne(t, fmt, kc)
-        elif op == scalar.OP_MUL:
+        elif op == scalar_ops.OP_MUL:
             for i in range(n):
                 t = np.float64(x[i]) * np.float64(y[i])
                 o[i] = _rne(t, fmt, kc)
-        elif op == scalar.OP_FMA:
+        elif op == scalar_ops.OP_FMA:
             for i in range(n):
                 t = scalar.add_odd(np.float64(x[i]) * np.float64(y[i]), np.float64(z[i]))
                 o[i] = _rne(t, fmt, kc)
-        elif op == scalar.OP_DIV:
+        elif op == scalar_ops.OP_DIV:
             for i in range(n):
-                t = scalar.div_float64(np.float64(x[i]), np.float64(y[i]))
+                t = scalar_ops.div_float64(np.float64(x[i]), np.float64(y[i]))
                 o[i] = _rne(t, fmt, kc)
         else:
             for i in range(n):
-                t = scalar.sqrt_float64(np.float64(x[i]))
+                t = scalar_ops.sqrt_float64(np.float64(x[i]))
                 o[i] = _rne(t, fmt, kc)
         return bad
     for i in range(n):
         rand = scalar.random62(seed, start + i) if mode == scalar.STOCHASTIC else 0
-        o[i] = scalar.arith_op(
+        o[i] = scalar_ops.arith_op(
             op,
             np.float64(x[i]),
             np.float64(y[i]),

@@ -1,7 +1,7 @@
 """numba.cuda kernels for :mod:`fpsim.arith`, built from the same scalar operations as the CPU
 kernels (:mod:`fpsim.kernels.arith_cpu`), with the same contracts and results bit for bit.
 
-* ``_ew_kernel``: one thread per element, ``out[i] = scalar.arith_op(op, a[i], b[i], c[i])``;
+* ``_ew_kernel``: one thread per element, ``out[i] = scalar_ops.arith_op(op, a[i], b[i], c[i])``;
   an operand may be a one-element array read at index 0 (a broadcast scalar).
 * ``_check_kernel``: counts the elements that are not values of a format (atomic add).
 * ``_matmul_kernel``: one thread per output element ``out[b, i, j]``: the thread runs
@@ -42,7 +42,7 @@ import numpy as np
 from numba import types
 
 from ..formats import Format
-from . import fastround, record, reduce, scalar
+from . import fastround, record, reduce, scalar, scalar_ops
 from .operands import is_binary64, is_device
 
 THREADS = 128  # threads per block
@@ -134,9 +134,9 @@ _GPU_REPLACEMENTS = {
     "rint_f64": _rint_gpu,
 }
 
-# The modules whose functions get device twins, in one shared namespace (reduce calls fastround
-# and scalar, which call record's and each other's functions by their plain names).
-_TWIN_MODULES = (record, scalar, fastround, reduce)
+# The modules whose functions get device twins, in one shared namespace (reduce calls fastround,
+# scalar and scalar_ops; they call record's and each other's functions by their plain names).
+_TWIN_MODULES = (record, scalar, scalar_ops, fastround, reduce)
 
 
 def _device_twins(numba_cuda, simulated: bool) -> dict:

@@ -18,7 +18,7 @@ Both are tested against the oracles on the same inputs, and against each other.
 import numpy as np
 from numba import njit, prange
 
-from . import scalar
+from . import scalar, scalar_ops
 from .record import flatten, unflatten
 
 BLOCK = 4096  # elements per parallel task
@@ -133,7 +133,7 @@ def _int_body(hi, lo, dst, start, stop, flat):
     mode, subnormals, saturate, seed = flat[10], flat[11], flat[12], flat[13]
     for i in range(start, stop):
         rand = scalar.random62(seed, i) if mode == scalar.STOCHASTIC else 0
-        dst[i] = scalar.add_rounded(hi[i], lo[i], fmt, mode, subnormals, saturate, rand)
+        dst[i] = scalar_ops.add_rounded(hi[i], lo[i], fmt, mode, subnormals, saturate, rand)
 
 
 _int_body_jit = njit(cache=True, nogil=True)(_int_body)
@@ -155,7 +155,8 @@ def round_integers(src: np.ndarray, dst: np.ndarray, params: tuple) -> None:
     float64 holds only 53 bits, so ``float(n)`` would round an integer such as 2^60 + 2^36 + 1
     once before the format rounds it again. Instead each n is split into two float64s whose sum
     is exactly n -- ``lo``, its low 11 bits, and ``hi = n - lo``, at most 53 significant bits --
-    and ``scalar.add_rounded`` rounds that exact sum once (TwoSum + round to odd), in every mode.
+    and ``scalar_ops.add_rounded`` rounds that exact sum once (TwoSum + round to odd), in every
+    mode.
     Element i of a stochastic rounding uses ``random62(seed, i)``, as :func:`convert_array` does.
     """
     low = src & src.dtype.type(2047)

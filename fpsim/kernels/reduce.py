@@ -22,7 +22,7 @@ Terms are the exact products ``A[b, i, k] * B[b, k, j]`` (exact in float64 for t
 (``P[UNIT_B]``) the values of A themselves.
 
 The steps
-    The accumulator addition is ``scalar.add_rounded`` (two_sum, round to odd, one rounding:
+    The accumulator addition is ``scalar_ops.add_rounded`` (two_sum, round to odd, one rounding:
     correct in every mode). Where the format and mode allow it, the CPU takes the fast forms
     of the same step: ``fastround.round_fast`` in place of ``convert``, and a plain float64 sum
     in place of two_sum + round to odd where that is innocuous (``P[FAST_ADD]`` = 1, see
@@ -71,7 +71,6 @@ from .scalar import (
     TOWARD_ZERO,
     UP,
     add_odd,
-    add_rounded,
     bits_to_float64,
     emax_of,
     random62,
@@ -80,6 +79,7 @@ from .scalar import (
     round_value,
     two_sum,
 )
+from .scalar_ops import add_rounded
 
 # Orders.
 SEQUENTIAL = 0
