@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arith.accumulation import PRESETS, BlockFMA
+from ..arith.accumulation import PRESETS, BlockFMA, get_accumulation
 from ..formats import Format, get_format
 
 __all__ = ["Operand", "operand_of", "resolve_model", "check_model", "scaled_matmul",
@@ -59,16 +59,15 @@ __all__ = ["Operand", "operand_of", "resolve_model", "check_model", "scaled_matm
 
 def resolve_model(accumulation) -> BlockFMA | None:
     """None for ``"fp32"``; the model of a preset name or a :class:`~fpsim.arith.BlockFMA`."""
-    if isinstance(accumulation, BlockFMA):
-        return accumulation
-    if accumulation == "fp32":
+    if isinstance(accumulation, str) and accumulation == "fp32":
         return None
-    if isinstance(accumulation, str) and accumulation in PRESETS:
-        return PRESETS[accumulation]
-    raise ValueError(
-        f"accumulation must be 'fp32', a hardware model of fpsim.arith.list_accumulations() "
-        f"({', '.join(PRESETS)}) or a fpsim.arith.BlockFMA, got {accumulation!r}"
-    )
+    try:
+        return get_accumulation(accumulation)
+    except ValueError:
+        raise ValueError(
+            f"accumulation must be 'fp32', a hardware model of fpsim.arith.list_accumulations() "
+            f"({', '.join(PRESETS)}) or a fpsim.arith.BlockFMA, got {accumulation!r}"
+        ) from None
 
 
 @dataclass(frozen=True)
