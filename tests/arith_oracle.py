@@ -326,7 +326,8 @@ def _ieee_add(x: float, y: float, f, mode: str, subnormals=True, rand62=0) -> fl
     return op_oracle("add", [x, y], f, mode, subnormals=subnormals, rand62=rand62)
 
 
-def block_fma_reference(a, b, fmt, model, c=0.0, out="fp64", mode="nearest_even", rand=None):
+def block_fma_reference(a, b, fmt, model, c=0.0, out="fp64", mode="nearest_even", rand=None,
+                        fmt_b=None):  # fmt: skip
     """One dot product computed by the block FMA ``model`` (a fpsim.arith.BlockFMA, read for its
     parameters only), exactly as fpsim.arith.accumulation defines it: exact rational arithmetic
     for the alignment and the block sums, :func:`round_rational` for every rounding.
@@ -334,34 +335,37 @@ def block_fma_reference(a, b, fmt, model, c=0.0, out="fp64", mode="nearest_even"
     ``a``, ``b``: the K inputs (floats, values of ``fmt``); ``b=None`` for a sum (the terms are
     a's values, aligned by their own exponents); ``c``: the starting accumulator; ``out``,
     ``mode``: the final rounding; ``rand(r)``: the random bits of rounding event r
-    (2 * block + 1 for block roundings, 2K for the final one).
+    (2 * block + 1 for block roundings, 2K for the final one). ``fmt_b``: b's format when it
+    is not ``fmt`` (mixed inputs, E4M3 x E5M2: each operand's subnormals are read in its own
+    format's lowest binade, and flushed below its own smallest normal).
     """
     rnd = rand or (lambda r: 0)
     f = fpsim.get_format(fmt)
+    fb = f if fmt_b is None else fpsim.get_format(fmt_b)
     acc = model.acc
     K = len(a)
     unit = b is None
     a = [float(v) for v in a]
     b = [1.0] * K if unit else [float(v) for v in b]
-    two_in = Fraction(2) ** f.emin  # inputs below this are read in the lowest binade
     c_emin = min(acc.emin, -126)  # the accumulator is read as a binary32 number
     F = model.align_bits
     bmode = model.rounding
 
-    def flush_in(x: float) -> float:
-        if model.input_subnormals or not math.isfinite(x) or abs(Fraction(x)) >= two_in:
+    def flush_in(x: float, g=f) -> float:
+        # inputs below 2^emin are read in the lowest binade (or flushed)
+        if model.input_subnormals or not math.isfinite(x) or abs(Fraction(x)) >= _pow2(g.emin):
             return x
         return math.copysign(0.0, x)
 
-    def e_in(x: float) -> int:
-        return max(_exp2_floor(Fraction(x)), f.emin)
+    def e_in(x: float, g=f) -> int:
+        return max(_exp2_floor(Fraction(x)), g.emin)
 
     s = float(c)
     outer = 0.0
     for blk, k0 in enumerate(range(0, K, model.block)):
         k1 = min(k0 + model.block, K)
         xs = [flush_in(v) for v in a[k0:k1]]
-        ys = b[k0:k1] if unit else [flush_in(v) for v in b[k0:k1]]
+        ys = b[k0:k1] if unit else [flush_in(v, fb) for v in b[k0:k1]]
         if F is None:
             for x, y in zip(xs, ys, strict=True):
                 s = op_oracle("fma", [x, y, s], acc, bmode, subnormals=model.acc_subnormals,
@@ -397,9 +401,9 @@ def block_fma_reference(a, b, fmt, model, c=0.0, out="fp64", mode="nearest_even"
                     elif unit:
                         exps.append(e_in(x))
                     elif model.normalize_products:
-                        exps.append(max(e_in(x) + e_in(y), _exp2_floor(Fraction(p))))
+                        exps.append(max(e_in(x) + e_in(y, fb), _exp2_floor(Fraction(p))))
                     else:
-                        exps.append(e_in(x) + e_in(y))
+                        exps.append(e_in(x) + e_in(y, fb))
                 if s != 0:
                     exps.append(max(_exp2_floor(Fraction(s)), c_emin))
                 if model.min_exponent is not None:

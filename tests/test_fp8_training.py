@@ -257,8 +257,10 @@ def test_bad_input_is_refused():
         amp.convert_to_fp8(nn.Sequential(lin, nn.ReLU()), "mxfp8", layers=["1"])
     with pytest.raises(ValueError, match="no such modules"):
         amp.convert_to_fp8(lin, "mxfp8", layers=["head"])
-    with pytest.raises(NotImplementedError, match="accumulation"):
+    with pytest.raises(ValueError, match="accumulation must be"):
         amp.convert_to_fp8(lin, amp.get_gemm_recipe("mxfp8").replace(accumulation="fp16"))
+    with pytest.raises(NotImplementedError, match="block"):
+        amp.convert_to_fp8(lin, amp.get_gemm_recipe("mxfp8").replace(accumulation="h100_fp8"))
     with pytest.raises(ValueError, match="no Linear"):
         amp.convert_to_fp8(nn.ReLU(), "mxfp8")
     amp.convert_to_fp8(lin, "fp8_current")

@@ -40,8 +40,10 @@ What is here
   :mod:`fpsim.amp.fp8`;
 * :func:`convert_to_fp8` / :func:`fp8_training` / :class:`fp8_autocast` -- FP8 and MX training
   in fpsim's engine: Linear layers whose three GEMMs run on quantized operands, with the
-  recipe's state inspectable (:mod:`fpsim.amp.fp8`); the GEMM recipe class is exported as
-  :class:`GemmRecipe` (:func:`get_gemm_recipe`), apart from the training :class:`Recipe`.
+  recipe's state inspectable (:mod:`fpsim.amp.fp8`), summed in fp32 or, with
+  ``accumulation=``, on a tensor core model (:mod:`fpsim.amp.fp8_gemm`); the GEMM recipe class
+  is exported as :class:`GemmRecipe` (:func:`get_gemm_recipe`), apart from the training
+  :class:`Recipe`.
 
 Design decisions (and where fpsim differs from PyTorch)
 -------------------------------------------------------

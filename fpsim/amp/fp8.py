@@ -15,9 +15,13 @@ TransformerEngine's ``fp8_autocast(enabled=...)``). Each converted layer holds o
 
 Block scaling runs along each GEMM's reduction dimension, so a block-scaled operand is
 quantized once per GEMM it feeds (TE's "rowwise" and "columnwise" copies). The quantized
-operands are float32 values; their products are summed in float32 (``Recipe.accumulation``
-must be ``"fp32"``), the bias is added in float32, and the result is rounded once to the
-output format: the autocast dtype inside an :class:`~fpsim.amp.autocast` region, else the
+operands are float32 values; with ``accumulation="fp32"`` (the recipe's default) their products
+are summed in float32. A hardware accumulation model instead (``accumulation="h100_fp8"``, any
+preset of :func:`fpsim.arith.list_accumulations` or a :class:`fpsim.arith.BlockFMA`; per-tensor
+and unscaled recipes only) runs the tensor core's block FMA on the FP8 elements and multiplies
+the float32 result by ``fl32(scale_inv_a * scale_inv_b)``, as TransformerEngine's cuBLAS GEMMs
+do (:mod:`fpsim.amp.fp8_gemm`). The bias is added in float32, and the result is rounded once to
+the output format: the autocast dtype inside an :class:`~fpsim.amp.autocast` region, else the
 input's format (autocast does not cast the layer's arguments: the recipe decides their
 precision). Gradients leave in each input's own format. Delayed scaling rolls a layer's amax
 histories at the start of its next forward call (one step = one call).
@@ -59,12 +63,14 @@ from typing import Any
 import numpy as np
 
 from .. import nn
+from ..arith.accumulation import BlockFMA
 from ..autograd.engine import _topological
 from ..autograd.function import Function
 from ..autograd.precision import to_format
 from ..autograd.tensor import Tensor
 from ..formats import Format, fp32
 from . import autocast_mode
+from .fp8_gemm import Operand, check_model, operand_of, resolve_model, scaled_matmul
 from .grad_scaler import register_scale_check
 from .recipes import (
     RECIPES,
@@ -178,6 +184,8 @@ class FP8Layer(LayerQuantizers):
         super().__init__(recipe, seed)
         self.module = module
         self.name = name
+        #: The hardware accumulation model of the GEMMs (None: fp32 sums of the values).
+        self.model = resolve_model(recipe.accumulation)
         self.record = bool(record)
         self._counts = {r: dict.fromkeys(("elements",) + LOSS_KINDS, 0) for r in ROLES}
 
@@ -188,6 +196,14 @@ class FP8Layer(LayerQuantizers):
         if self.record:
             self._count(role, a, q)
         return out
+
+    def operand(self, role: str, a: np.ndarray, axis: int) -> Operand:
+        """``a`` quantized by the role's quantizer, as an :class:`~fpsim.amp.fp8_gemm.Operand`
+        (values; with a model, also the elements and ``scale_inv``)."""
+        values = self.quantize(role, a, axis)
+        if self.model is None:
+            return Operand(values, values, fp32, None)
+        return operand_of(self.quantizers[role], values)
 
     def _count(self, role: str, a: np.ndarray, q: Quantizer) -> None:
         c = self._counts[role]
@@ -289,9 +305,9 @@ class FP8Linear(Function):
                 f"({int(np.prod(x.shape[:-1]))}x{x.shape[-1]} and {k}x{w.shape[0]})"
             )
         x2 = x.data.reshape(-1, k)
-        qx = layer.quantize("input", x2, axis=1)  # blocks along the input features (the sum)
-        qw = layer.quantize("weight", w.data, axis=1)
-        y = np.matmul(qx, qw.T)
+        qx = layer.operand("input", x2, axis=1)  # blocks along the input features (the sum)
+        qw = layer.operand("weight", w.data, axis=1)
+        y = scaled_matmul(qx, qw.T, layer.model)
         if b is not None:
             y = y + b.data.astype(np.float32)
         ctx.layer, ctx.xfmt, ctx.wfmt = layer, x.format, w.format
@@ -304,13 +320,13 @@ class FP8Linear(Function):
         layer, r = ctx.layer, ctx.layer.recipe
         g2 = g.reshape(-1, ctx.w.shape[0])
         nx, nw, nb = ctx.needs_input_grad[:3]
-        qg = layer.quantize("grad_output", g2, axis=1)  # dx: the sum runs over the outputs
-        qw_d = layer.quantize("weight", ctx.w, axis=0) if r.weight.axis_matters else ctx.qw
-        dx = np.matmul(qg, qw_d)
+        qg = layer.operand("grad_output", g2, axis=1)  # dx: the sum runs over the outputs
+        qw_d = layer.operand("weight", ctx.w, axis=0) if r.weight.axis_matters else ctx.qw
+        dx = scaled_matmul(qg, qw_d, layer.model)
         blocks = r.grad_output.axis_matters
-        qg_w = layer.quantize("grad_output", g2, axis=0) if blocks else qg  # dW: over tokens
-        qx_w = layer.quantize("input", ctx.x2, axis=0) if r.input.axis_matters else ctx.qx
-        dw = np.matmul(qg_w.T, qx_w)
+        qg_w = layer.operand("grad_output", g2, axis=0) if blocks else qg  # dW: over tokens
+        qx_w = layer.operand("input", ctx.x2, axis=0) if r.input.axis_matters else ctx.qx
+        dw = scaled_matmul(qg_w.T, qx_w, layer.model)
         gx = to_format(dx, ctx.xfmt).reshape(ctx.xshape) if nx else None
         gw = to_format(dw, ctx.wfmt) if nw else None
         gb = None
@@ -342,24 +358,28 @@ def _selected(model: nn.Module, layers: Any) -> list[tuple[str, nn.Module]]:
 
 
 def convert_to_fp8(model: nn.Module, recipe: Recipe | str, *, layers: Any = None, seed: int = 0,
-                   record: bool = False) -> FP8Layers:  # fmt: skip
+                   record: bool = False, accumulation: str | BlockFMA | None = None,
+                   ) -> FP8Layers:  # fmt: skip
     """Make ``model``'s :class:`~fpsim.nn.Linear` layers (or ``layers``: a list of module
     names) compute as ``recipe`` does (a name of :data:`GEMM_RECIPES` or a
     :class:`GemmRecipe`). Returns :class:`FP8Layers` (``{name: FP8Layer}``), whose quantizers
     hold each layer's scales and amax histories, with ``state_dict``/``load_state_dict``.
     ``seed``: the stochastic-rounding seed of the first layer (each layer and role its own, as
     :func:`fpsim.torch.emulate` numbers them). ``record``: count what each quantization loses
-    (:meth:`FP8Layers.stats`). Reversible: :func:`unconvert_fp8`.
+    (:meth:`FP8Layers.stats`). ``accumulation``: replaces the recipe's -- ``"fp32"``, or a
+    hardware model (a preset name of :func:`fpsim.arith.list_accumulations`, e.g.
+    ``"h100_fp8"``, or a :class:`fpsim.arith.BlockFMA`): the GEMMs then run its block FMA on
+    the FP8 elements and scale the float32 result (:mod:`fpsim.amp.fp8_gemm`). A model needs
+    per-tensor or unscaled operands (not ``mxfp8``/``nvfp4``: ``NotImplementedError``) in
+    formats it describes (``ValueError``). Reversible: :func:`unconvert_fp8`.
 
     Layers that are not Linear modules -- a tied output layer calling ``F.linear`` with an
     embedding's weight, the attention scores inside ``scaled_dot_product_attention`` -- stay
     in high precision, as TransformerEngine's and torchao's do."""
     r = get_recipe(recipe)
-    if r.accumulation != "fp32":
-        raise NotImplementedError(
-            f"FP8 layers sum their products in float32; recipe {r.name!r} asks for "
-            f"accumulation={r.accumulation!r}"
-        )
+    if accumulation is not None:
+        r = r.replace(accumulation=accumulation)
+    _check_accumulation(r)
     if not isinstance(model, nn.Module):
         raise TypeError(f"convert_to_fp8 takes an fpsim.nn.Module, got {type(model).__name__}")
     chosen = _selected(model, layers)
@@ -377,6 +397,23 @@ def convert_to_fp8(model: nn.Module, recipe: Recipe | str, *, layers: Any = None
     return out
 
 
+def _check_accumulation(r: Recipe) -> None:
+    """Refuse a hardware model with block-scaled operands or formats it does not describe."""
+    m = resolve_model(r.accumulation)
+    if m is None:
+        return
+    blocked = [role for role in ROLES if r.spec(role).scaling == "block"]
+    if blocked:
+        raise NotImplementedError(
+            f"recipe {r.name!r} scales {', '.join(blocked)} in blocks; an accumulation model "
+            f"({m.name!r}) runs only per-tensor-scaled or unscaled FP8 GEMMs: the tensor core "
+            "applies block scales inside the MMA, per K block, and where they enter relative to "
+            "the alignment and the accumulator is not described by the models fpsim has. Use "
+            "accumulation='fp32' with block-scaled recipes"
+        )
+    check_model(m, [r.spec(role).element for role in ROLES])
+
+
 def unconvert_fp8(model: nn.Module) -> list[str]:
     """Undo :func:`convert_to_fp8` on every layer of ``model``; returns the names of the layers
     restored (their recipe state is dropped)."""
@@ -391,10 +428,12 @@ def unconvert_fp8(model: nn.Module) -> list[str]:
 
 @contextlib.contextmanager
 def fp8_training(model: nn.Module, recipe: Recipe | str, *, layers: Any = None, seed: int = 0,
-                 record: bool = False) -> Iterator[FP8Layers]:  # fmt: skip
+                 record: bool = False, accumulation: str | BlockFMA | None = None,
+                 ) -> Iterator[FP8Layers]:  # fmt: skip
     """``with fp8_training(model, "mxfp8") as layers: ...``: :func:`convert_to_fp8` inside,
     restored on exit (also on an exception)."""
-    out = convert_to_fp8(model, recipe, layers=layers, seed=seed, record=record)
+    out = convert_to_fp8(model, recipe, layers=layers, seed=seed, record=record,
+                         accumulation=accumulation)  # fmt: skip
     try:
         yield out
     finally:

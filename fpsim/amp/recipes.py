@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arith.accumulation import PRESETS, BlockFMA
 from ..core import ROUNDING_MODES, round_to
 from ..formats import Format, get_format
 from ..scaling import (
@@ -70,6 +71,7 @@ from ..scaling import (
     quantize,
     quantize_per_tensor,
 )
+from .fp8_gemm import resolve_model
 
 __all__ = ["ROLES", "SCALINGS", "QuantizerSpec", "Quantizer", "Recipe", "RECIPES", "get_recipe",
            "LayerQuantizers"]
@@ -419,8 +421,12 @@ def _amax(a: np.ndarray) -> float:
 @dataclass(frozen=True)
 class Recipe:
     """A low-precision GEMM recipe: one :class:`QuantizerSpec` per operand role and the
-    accumulation the GEMMs use (a name; ``"fp32"``: products summed in float32, as PyTorch's
-    emulation and TransformerEngine's fp32 output do).
+    accumulation the GEMMs use: ``"fp32"`` (products of the dequantized operands summed in
+    float32, as PyTorch's emulation does), or a hardware accumulation model -- a preset name of
+    :func:`fpsim.arith.list_accumulations` (``"h100_fp8"``, ...) or a
+    :class:`fpsim.arith.BlockFMA` -- with which fpsim's engine runs the block FMA on the FP8
+    elements and applies the scales to the result (:mod:`fpsim.amp.fp8_gemm`). A BlockFMA equal
+    to a preset is kept as the preset's name.
 
     >>> r = get_recipe("fp8_delayed")
     >>> print(r)
@@ -434,15 +440,23 @@ class Recipe:
     input: QuantizerSpec
     weight: QuantizerSpec
     grad_output: QuantizerSpec
-    accumulation: str = "fp32"
+    accumulation: str | BlockFMA = "fp32"
     description: str = ""
 
     def __post_init__(self) -> None:
         for role in ROLES:
             if not isinstance(getattr(self, role), QuantizerSpec):
                 raise TypeError(f"{role} must be a QuantizerSpec, got {getattr(self, role)!r}")
-        if not isinstance(self.accumulation, str) or not self.accumulation:
-            raise TypeError(f"accumulation must be a name, got {self.accumulation!r}")
+        acc = self.accumulation
+        resolve_model(acc)  # "fp32", a preset name or a BlockFMA; else ValueError
+        if isinstance(acc, BlockFMA) and PRESETS.get(acc.name) == acc:
+            object.__setattr__(self, "accumulation", acc.name)
+
+    @property
+    def accumulation_name(self) -> str:
+        """``"fp32"`` or the model's name."""
+        acc = self.accumulation
+        return acc.name if isinstance(acc, BlockFMA) else acc
 
     def spec(self, role: str) -> QuantizerSpec:
         """The spec of ``role`` (one of :data:`ROLES`)."""
@@ -459,7 +473,7 @@ class Recipe:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        d = {"name": self.name, "accumulation": self.accumulation,
+        d = {"name": self.name, "accumulation": _accumulation_to_json(self.accumulation),
              "description": self.description}  # fmt: skip
         d.update({role: self.spec(role).to_dict() for role in ROLES})
         return d
@@ -467,14 +481,38 @@ class Recipe:
     @classmethod
     def from_dict(cls, d: dict) -> Recipe:
         return cls(d["name"], *(QuantizerSpec.from_dict(d[r]) for r in ROLES),
-                   accumulation=d.get("accumulation", "fp32"),
+                   accumulation=_accumulation_from_json(d.get("accumulation", "fp32")),
                    description=d.get("description", ""))  # fmt: skip
 
     def __str__(self) -> str:
         head = f"{self.name}: {self.description}; " if self.description else f"{self.name}: "
-        lines = [head + f"accumulate in {self.accumulation}"]
+        lines = [head + f"accumulate in {self.accumulation_name}"]
         lines += [f"  {role:11}  {self.spec(role).describe()}" for role in ROLES]
         return "\n".join(lines)
+
+
+def _accumulation_to_json(acc: str | BlockFMA) -> str | dict:
+    """A preset or "fp32" by name; a custom BlockFMA as its fields (formats as their
+    parameters)."""
+    if not isinstance(acc, BlockFMA):
+        return acc
+    d = dataclasses.asdict(acc)
+    for k in ("acc", "promote_to"):
+        f = getattr(acc, k)
+        d[k] = dict(f._kwargs(), name=f.name)
+    d["inputs"] = None if acc.inputs is None else list(acc.inputs)
+    return {"block_fma": d}
+
+
+def _accumulation_from_json(d: str | dict) -> str | BlockFMA:
+    if not isinstance(d, dict):
+        return d
+    kw = dict(d["block_fma"])
+    for k in ("acc", "promote_to"):
+        kw[k] = Format(**kw[k])
+    if kw["inputs"] is not None:
+        kw["inputs"] = tuple(kw["inputs"])
+    return BlockFMA(**kw)
 
 
 def _hybrid(**options: Any) -> dict:
