@@ -126,3 +126,26 @@ def test_figures(demo_run):
 def test_bad_arguments(capsys, args, message):
     assert main(["fp8", *args, "--no-plots"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_lost_fractions_count_an_overflow_once():
+    """fp8_cast: 1000 overflows E4M3 (to NaN, ml_dtypes' cast) and is one lost element of eight,
+    not two (it is both "saturated" and "nonfinite" in the layer's counts); fp8_current: the
+    same input is clipped, never non-finite."""
+    import ml_dtypes
+
+    import fpsim
+    from fpsim import amp, nn
+
+    x = np.array([[1000.0, 1e-4, 0.3, -2.0, 1.0, 0.5, 0.25, 3.0]], np.float32)
+    cast = x.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    want_over = np.count_nonzero(~np.isfinite(cast)) / x.size
+    want_zero = np.count_nonzero((cast == 0) & (x != 0)) / x.size
+    for name, over in (("fp8_cast", want_over), ("fp8_current", 0.0)):
+        lin = nn.Linear(8, 4)
+        layers = amp.convert_to_fp8(lin, name, record=True)
+        lin(fpsim.tensor(x))
+        lost = fp8.lost_fractions(layers.stats(), name)["input"]
+        assert lost["saturated"] == over
+        if name == "fp8_cast":
+            assert lost["zero"] == want_zero == 1 / 8 and over == 1 / 8

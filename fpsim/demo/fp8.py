@@ -117,11 +117,28 @@ def run_one(name: str, steps: int, seed: int) -> dict:
            "scaled": res.recipe.scaling != "none", "track": track}  # fmt: skip
     if layers is not None:
         out["lost"] = {}
-        for role, c in layers.stats().items():
-            n = max(c["elements"], 1)
-            out["lost"][role] = {"zero": c["zero"] / n,
-                                 "saturated": (c["saturated"] + c["nonfinite"]) / n}  # fmt: skip
+        out["lost"] = lost_fractions(layers.stats(), gemm)
     return out
+
+
+def lost_fractions(stats: dict, gemm: str) -> dict:
+    """role -> fractions of the quantized elements flushed to zero (``zero``) and pushed past
+    the format's max (``saturated``: clipped, or overflowed to inf/NaN), from
+    :meth:`fpsim.amp.FP8Layers.stats` of layers converted with the GEMM recipe ``gemm``.
+
+    A plain cast (no scale) counts an overflow to inf/NaN both as ``saturated`` and as
+    ``nonfinite``; a scaled cast keeps them apart (there only a block holding inf/NaN makes a
+    finite element non-finite). Each lost element is counted once."""
+    from fpsim import amp
+
+    recipe = amp.get_gemm_recipe(gemm)
+    lost = {}
+    for role, c in stats.items():
+        n = max(c["elements"], 1)
+        plain = recipe.spec(role).scaling == "none"
+        beyond = c["saturated"] + (0 if plain else c["nonfinite"])
+        lost[role] = {"zero": c["zero"] / n, "saturated": beyond / n}
+    return lost
 
 
 def final(losses: np.ndarray, window: int) -> float:
