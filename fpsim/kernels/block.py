@@ -27,6 +27,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from . import scalar
+from .fastround import pow2_of
 from .record import FLOAT64, unflatten
 
 # How an MX (power-of-two) scale exponent comes from the block's amax. emax is the exponent of
@@ -190,12 +191,8 @@ def _blocks(x, out, scales, blk0, blk1, flat, g, elem_max, scale_min):
 
 @register_jitable
 def _float_scales(x, blk0, blk1, nb, bs, sfmt, srule, g, elem_max, scale_min):
-    """The float block scales of blocks blk0 .. blk1 - 1: ``s = round(amax / (max · g))`` in the
-    scale format, clamped below at the scale format's smallest normal (torchao clamps its E4M3
-    scale to finfo.tiny = 2^-6, an all-zero block included; NaN blocks are handled by the
-    caller). One loop over the blocks for the amaxes, one for the scales: the scale arithmetic
-    (a division, a rounding) then runs vectorised across blocks instead of once per block
-    between the element loops."""
+    """The float block scales of blocks blk0 .. blk1 - 1 (see :func:`_float_scale_values`) and
+    each block's largest magnitude as a float64 bit pattern (NaN blocks: at or above inf's)."""
     n = x.shape[1]
     m = blk1 - blk0
     amax = np.empty(m)
@@ -211,6 +208,18 @@ def _float_scales(x, blk0, blk1, nb, bs, sfmt, srule, g, elem_max, scale_min):
             mb = max(mb, scalar.float64_to_bits(np.float64(xr[i])) & ((1 << 63) - 1))
         mbits[j] = mb
         amax[j] = scalar.bits_to_float64(min(mb, 0x7FF0000000000000))  # NaN blocks: see caller
+    return _float_scale_values(amax, sfmt, srule, g, elem_max, scale_min), mbits
+
+
+@register_jitable
+def _float_scale_values(amax, sfmt, srule, g, elem_max, scale_min):
+    """The float block scales ``s = round(amax / (max · g))`` in the scale format of blocks
+    whose largest magnitudes are ``amax`` (float64, finite or inf), clamped below at the scale
+    format's smallest normal (torchao clamps its E4M3 scale to finfo.tiny = 2^-6, an all-zero
+    block included; NaN blocks are handled by the caller). One loop over the blocks: the scale
+    arithmetic (a division, a rounding) then runs vectorised across blocks instead of once per
+    block between the element loops."""
+    m = amax.size
     out = np.empty(m)
     den = elem_max * g
     if srule == scalar.NEAREST_EVEN and scalar.nearest_even_fast_ok(FLOAT64, sfmt):
@@ -224,7 +233,7 @@ def _float_scales(x, blk0, blk1, nb, bs, sfmt, srule, g, elem_max, scale_min):
             s = scalar.round_value(div_odd(amax[j], den), sfmt, srule, 1, 1, 0)
             s = scale_min if s < scale_min else s
             out[j] = s
-    return out, mbits
+    return out
 
 
 _blocks_jit = njit(cache=True, nogil=True)(_blocks)
@@ -241,14 +250,221 @@ def _blocks_parallel(x, out, scales, nblocks, flat, g, elem_max, scale_min):
                     elem_max, scale_min)  # fmt: skip
 
 
+# ---- the fast path: nearest even, element formats the shifter rounding handles --------------
+# Where the elements round to nearest even (saturating, as block scaling always does), the
+# per-element work is a handful of float64 instructions (round_saturating) instead of
+# scalar.round_nearest_even_bits' integer unpack / repack; and the kernel runs in three flat
+# passes over a chunk of blocks (every block's amax from the integer bit patterns, every
+# block's scale, then every element) so that each inner loop is straight-line code that LLVM
+# vectorises. It computes the same quotient t as _blocks (x · 2^-e, or x / d), and rounds t
+# with a function equal to scalar.round_value(t, elem, NEAREST_EVEN, 1, 1) for every float64
+# t it can see; see fast_path_ok for where that holds.
+
+
+def fast_path_ok(elem, mode) -> bool:
+    """Whether :func:`round_saturating` rounds exactly like ``scalar.round_value(t, elem,
+    NEAREST_EVEN, subnormals=1, saturate=1)`` for every non-NaN float64 t, so that the fast
+    kernel may quantize blocks of ``elem`` (a FormatRecord) in the rounding ``mode``.
+
+    The shifter ``(a + s) - s`` (s = 1.5 · 2^(e + 52 - m), e = binade of a within [emin, emax])
+    rounds a to the multiple of the quantum 2^(e - m) nearest, ties to the even multiple, when
+    a < 2^(e + 51 - m) (m <= 50); the even multiple is the even code only when the code's last
+    bit is the last fraction bit (m >= 1: with no fraction bits, a tie between 2^e and 2^(e+1)
+    goes to the even *exponent*, which the shifter does not know). Gradual underflow is the
+    clamp at emin, which needs subnormals (a format without them flushes). 2^emin, the quantum
+    2^(emin - m) and s at emax must be normal, finite float64 numbers. Signed formats only (the
+    result keeps t's sign). Saturation is always on in block scaling: a result above max is max
+    (even for formats with inf), an infinite t (a float64 quotient that overflowed) is inf in a
+    format with inf and max in one without, exactly as scalar.convert saturates.
+    """
+    m = elem.man_bits
+    return (
+        mode == scalar.NEAREST_EVEN
+        and elem.signed == 1
+        and elem.has_subnormals == 1
+        and 1 <= m <= 50
+        and scalar.emin_of(elem) - m >= -1022
+        and scalar.emax_of(elem) + 52 - m <= 1022
+    )
+
+
+def saturating_constants(elem) -> tuple:
+    """``(2^emin, 2^emax, 1.5 · 2^(52 - m), max, inf_result, zero)`` of the element format
+    (a FormatRecord) for :func:`round_saturating`: ``inf_result`` is inf for a format with
+    infinities and max otherwise; ``zero`` is +0.0 for a format without -0 (adding it turns -0
+    into +0) and -0.0 otherwise (adding -0.0 changes no value, -0 included)."""
+    m = elem.man_bits
+    emin, emax = scalar.emin_of(elem), scalar.emax_of(elem)
+    maxv = scalar.max_sig_of(elem) * 2.0 ** (emax - m)
+    inf_result = math.inf if elem.inf_mag >= 0 else maxv
+    zero = 0.0 if elem.negzero_nan == 1 else -0.0
+    return (2.0**emin, 2.0**emax, 1.5 * 2.0 ** (52 - m), maxv, inf_result, zero)
+
+
+@register_jitable
+def round_saturating(t, k):
+    """The finite float64 ``t`` rounded to nearest even in the element format of the constants
+    ``k`` (:func:`saturating_constants`), saturating to ±max; branch-free. Exact where
+    :func:`fast_path_ok` holds. (An infinite t gives ±max, right only for a format without
+    inf: see :func:`round_saturating_any`.)"""
+    two_emin, two_emax, magic, maxv, inf_result, zero = k
+    a = abs(t)
+    s = min(max(pow2_of(a), two_emin), two_emax) * magic  # 1.5 * 2^(e + 52 - m)
+    y = min((a + s) - s, maxv)  # a rounded to the quantum 2^(e - m) by the addition's own
+    # nearest even; beyond the range (a >= 2^(emax + 1) lands there too) max
+    return math.copysign(y, t) + zero
+
+
+@register_jitable
+def round_saturating_any(t, k):
+    """:func:`round_saturating` for any non-NaN float64 ``t``, ±inf included (inf in a format
+    with inf, max in one without, as scalar.convert saturates)."""
+    y = round_saturating(t, k)
+    return math.copysign(k[4], t) if abs(t) == math.inf else y
+
+
+def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min, k, ks,
+                 inf_bits, plain_div):  # fmt: skip
+    """Quantize blocks ``blk0 .. blk1 - 1`` of the rows of length ``n`` of the flat
+    C-contiguous ``x`` (``xi``: the same memory as signed integers of x's width, ``inf_bits``
+    the pattern of inf there) into the flat ``out`` and ``scales`` (one per block), as
+    :func:`_blocks` does, in nearest even where :func:`fast_path_ok` holds for the element
+    format (``k``: its :func:`saturating_constants`). ``ks``: the scale format's, or an empty
+    tuple where a float scale must take the general rounding.
+
+    ``plain_div``: a float-scale element is ``round(fl(x / d))`` instead of
+    ``round(div_odd(x, d))`` (see :func:`quantize_blocks` for when that is the same).
+
+    Every inner loop runs over a fresh 1-D slice of one block: LLVM then vectorises it even
+    with a run-time trip count (indexing the whole array from lo to hi, it does not, and runs
+    the loop 2-3 times slower). No integer division per block (tens of cycles each): the
+    blocks' positions are stepped along the rows.
+    """
+    elem = unflatten(flat, 0)
+    sfmt = unflatten(flat, 10)
+    kind, srule, bs = flat[20], flat[21], flat[24]
+    nb = (n + bs - 1) // bs
+    m = blk1 - blk0
+    emax = scalar.emax_of(elem)
+    max_sig = scalar.max_sig_of(elem)
+    mask = inf_bits | (inf_bits - 1)  # every bit but the sign
+    # 1. Every block's largest magnitude pattern: patterns of non-negative floats are ordered
+    #    like their values, and an integer max vectorises (a float one does not: its order of
+    #    comparisons is fixed); a pattern at or above inf's marks a block holding inf or NaN.
+    mbits = np.empty(m, xi.dtype)
+    start = np.empty(m, np.int64)
+    end = np.empty(m, np.int64)
+    row = blk0 // nb
+    col = blk0 - row * nb
+    for j in range(m):
+        lo = row * n + col * bs
+        hi = min(lo + bs, row * n + n)
+        start[j] = lo
+        end[j] = hi
+        xs = xi[lo:hi]
+        mb = 0
+        for i in range(xs.size):
+            mb = max(mb, xs[i] & mask)
+        mbits[j] = mb
+        col += 1
+        if col == nb:
+            col = 0
+            row += 1
+    amax_x = mbits.view(x.dtype)
+    # 2. Every block's scale, and what its elements are multiplied (MX) or divided (float
+    #    scales) by; NaN for a block holding inf or NaN.
+    factor = np.empty(m)
+    if kind == POW2:
+        for j in range(m):
+            e = mx_exponent(scalar.float64_to_bits(np.float64(amax_x[j])), srule, emax,
+                            elem.man_bits, max_sig)  # fmt: skip
+            nan = mbits[j] >= inf_bits
+            scales[blk0 + j] = math.nan if nan else scalar.pow2(e)
+            factor[j] = math.nan if nan else scalar.pow2(-e)
+    else:
+        amax = np.empty(m)
+        for j in range(m):
+            amax[j] = min(np.float64(amax_x[j]), math.inf)  # NaN blocks: any value, see below
+        if len(ks) == 6:  # nearest even, a scale format round_saturating handles
+            den = elem_max * g
+            sv = np.empty(m)
+            for j in range(m):
+                sv[j] = max(round_saturating_any(div_odd(amax[j], den), ks), scale_min)
+        else:
+            sv = _float_scale_values(amax, sfmt, srule, g, elem_max, scale_min)
+        for j in range(m):
+            nan = mbits[j] >= inf_bits
+            scales[blk0 + j] = math.nan if nan else sv[j]
+            factor[j] = math.nan if nan else sv[j] * g  # exact: both have few significant bits
+    # 3. Every element: one branch-free loop per block. x · 2^-e is exact and finite (e is
+    #    at least floor(log2 amax) - emax, or -127 when that is below), as is fl(x / d) for a
+    #    float32 x (d >= 2^-298); a float64 x / d may overflow to inf.
+    for j in range(m):
+        xs = x[start[j] : end[j]]
+        os = out[start[j] : end[j]]
+        f = factor[j]
+        if f != f:
+            for i in range(os.size):
+                os[i] = math.nan
+        elif kind == POW2:
+            for i in range(os.size):
+                os[i] = round_saturating(np.float64(xs[i]) * f, k)
+        elif plain_div:
+            for i in range(os.size):
+                os[i] = round_saturating(np.float64(xs[i]) / f, k)
+        else:
+            for i in range(os.size):
+                os[i] = round_saturating_any(div_odd(np.float64(xs[i]), f), k)
+
+
+_fast_blocks_jit = njit(cache=True, nogil=True)(_fast_blocks)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _fast_parallel(x, xi, out, scales, nblocks, n, flat, g, elem_max, scale_min, k, ks,
+                   inf_bits, plain_div):  # fmt: skip
+    ntasks = (nblocks + CHUNK - 1) // CHUNK
+    for t in prange(ntasks):
+        _fast_blocks_jit(x, xi, out, scales, t * CHUNK, min((t + 1) * CHUNK, nblocks), n, flat,
+                         g, elem_max, scale_min, k, ks, inf_bits, plain_div)  # fmt: skip
+
+
+FAST_PATH = True  # tests switch it off to run the general kernel compiled
+
+
 def quantize_blocks(x: np.ndarray, out: np.ndarray, scales: np.ndarray, flat: tuple, g: float,
                     elem_max: float, scale_min: float, backend: str = "cpu") -> None:  # fmt: skip
-    """Run :func:`_blocks` over every block of the C-contiguous 2-D float32/float64 ``x``."""
+    """Quantize every block of the C-contiguous 2-D float32/float64 ``x`` into ``out`` and
+    ``scales``: by the fast kernel :func:`_fast_blocks` where :func:`fast_path_ok` holds (and
+    ``backend="cpu"``, ``FAST_PATH``), else by the general :func:`_blocks`
+    (``backend="python"`` runs it uncompiled)."""
     bs = flat[24]
     nblocks = x.shape[0] * ((x.shape[1] + bs - 1) // bs)
-    args = (tuple(int(v) for v in flat), float(g), float(elem_max), float(scale_min))
+    flat = tuple(int(v) for v in flat)
+    args = (flat, float(g), float(elem_max), float(scale_min))
+    elem = unflatten(flat, 0)
     if backend == "python":
         _blocks(x, out, scales, 0, nblocks, *args)
+    elif FAST_PATH and fast_path_ok(elem, flat[22]):
+        # For float32 x, a float-scale element may round fl(x / d), the float64 quotient,
+        # instead of the odd-rounded one: with d = s · g (s of the scale format, m_s fraction
+        # bits; g a float32), fl(x / d) is a midpoint M of the element grid only when x / d
+        # is (then both round alike). Else M = Mi · 2^b (Mi odd, < 2^(m + 2)), d = D · 2^c (D <
+        # 2^(m_s + 25)), x = X · 2^a (X < 2^24) and x - M·d is a non-zero multiple of
+        # 2^min(a, b + c): |x / d - M| <= M · 2^-53 (fl(x/d) = M) needs X >= 2^52 or
+        # Mi · D >= 2^53, impossible when m + m_s + 27 <= 53. (Above max both saturate.)
+        sfmt = unflatten(flat, 10)
+        plain = x.dtype == np.float32 and elem.man_bits + sfmt.man_bits <= 26
+        it = np.int32 if x.dtype == np.float32 else np.int64
+        inf_bits = it(0x7F800000) if it is np.int32 else it(0x7FF0000000000000)
+        xf = x.reshape(-1)
+        fargs = (out.reshape(-1), scales.reshape(-1))
+        ks = saturating_constants(sfmt) if fast_path_ok(sfmt, flat[21]) else ()
+        more = (x.shape[1], *args, saturating_constants(elem), ks, inf_bits, plain)
+        if x.size >= PARALLEL_MIN:
+            _fast_parallel(xf, xf.view(it), *fargs, nblocks, *more)
+        else:
+            _fast_blocks_jit(xf, xf.view(it), *fargs, 0, nblocks, *more)
     elif x.size >= PARALLEL_MIN:
         _blocks_parallel(x, out, scales, nblocks, *args)
     else:
