@@ -39,6 +39,7 @@ RCEIL = 3  # NVIDIA (cvt.rp.ue8m0, cuDNN): the smallest 2^e with amax / 2^e <= m
 SCALE_RULES = {"floor": FLOOR, "ceil": CEIL, "even": EVEN, "rceil": RCEIL}
 
 E8M0_MIN, E8M0_MAX = -127, 127  # the exponents an E8M0 scale holds (0xFF is NaN)
+F64_MAX = 1.7976931348623157e308
 
 POW2 = 0  # scale kinds
 FLOAT = 1
@@ -103,6 +104,14 @@ def div_odd(x, d):
     q = x / d
     p, err = two_prod(q, d)
     r = (x - p) - err  # the sign of the exact remainder x - q·d (NaN when q overflowed)
+    # A quotient that underflowed to ±0 (|x / d| <= 2^-1075: a float64 x near float64's
+    # subnormals) has ±2^-1074 as its odd stand-in; round_to_odd_f64 would step the pattern of
+    # 0 "toward zero", to the pattern -1: a NaN.
+    q = math.copysign(5e-324, x) if (q == 0.0) & (x != 0.0) else q
+    # One that overflowed (a float64 x, a small d) is finite all the same: ±F64_MAX stands in
+    # for it (odd, and beyond the range of every format a block holds, so it rounds as the
+    # exact quotient does in every mode); inf would stay inf in a format with inf.
+    q = math.copysign(F64_MAX, x) if (abs(q) == math.inf) & (abs(x) != math.inf) else q
     return scalar.round_to_odd_f64(q, r)
 
 
@@ -263,7 +272,7 @@ def _blocks_parallel(x, out, scales, nblocks, flat, g, elem_max, scale_min):
 
 def fast_path_ok(elem, mode) -> bool:
     """Whether :func:`round_saturating` rounds exactly like ``scalar.round_value(t, elem,
-    NEAREST_EVEN, subnormals=1, saturate=1)`` for every non-NaN float64 t, so that the fast
+    NEAREST_EVEN, subnormals=1, saturate=1)`` for every finite float64 t, so that the fast
     kernel may quantize blocks of ``elem`` (a FormatRecord) in the rounding ``mode``.
 
     The shifter ``(a + s) - s`` (s = 1.5 · 2^(e + 52 - m), e = binade of a within [emin, emax])
@@ -273,9 +282,9 @@ def fast_path_ok(elem, mode) -> bool:
     goes to the even *exponent*, which the shifter does not know). Gradual underflow is the
     clamp at emin, which needs subnormals (a format without them flushes). 2^emin, the quantum
     2^(emin - m) and s at emax must be normal, finite float64 numbers. Signed formats only (the
-    result keeps t's sign). Saturation is always on in block scaling: a result above max is max
-    (even for formats with inf), an infinite t (a float64 quotient that overflowed) is inf in a
-    format with inf and max in one without, exactly as scalar.convert saturates.
+    result keeps t's sign; +0 for a format without -0). Saturation is always on in block
+    scaling: a result above max is max, even in a format with inf, as scalar.convert saturates
+    a finite value. (Blocks holding inf or NaN never reach the rounding.)
     """
     m = elem.man_bits
     return (
@@ -289,38 +298,29 @@ def fast_path_ok(elem, mode) -> bool:
 
 
 def saturating_constants(elem) -> tuple:
-    """``(2^emin, 2^emax, 1.5 · 2^(52 - m), max, inf_result, zero)`` of the element format
-    (a FormatRecord) for :func:`round_saturating`: ``inf_result`` is inf for a format with
-    infinities and max otherwise; ``zero`` is +0.0 for a format without -0 (adding it turns -0
-    into +0) and -0.0 otherwise (adding -0.0 changes no value, -0 included)."""
+    """``(2^emin, 2^emax, 1.5 · 2^(52 - m), max, zero)`` of the element format (a
+    FormatRecord) for :func:`round_saturating`: ``zero`` is +0.0 for a format without -0
+    (adding it turns -0 into +0) and -0.0 otherwise (adding -0.0 changes no value, -0
+    included)."""
     m = elem.man_bits
     emin, emax = scalar.emin_of(elem), scalar.emax_of(elem)
     maxv = scalar.max_sig_of(elem) * 2.0 ** (emax - m)
-    inf_result = math.inf if elem.inf_mag >= 0 else maxv
     zero = 0.0 if elem.negzero_nan == 1 else -0.0
-    return (2.0**emin, 2.0**emax, 1.5 * 2.0 ** (52 - m), maxv, inf_result, zero)
+    return (2.0**emin, 2.0**emax, 1.5 * 2.0 ** (52 - m), maxv, zero)
 
 
 @register_jitable
 def round_saturating(t, k):
     """The finite float64 ``t`` rounded to nearest even in the element format of the constants
     ``k`` (:func:`saturating_constants`), saturating to ±max; branch-free. Exact where
-    :func:`fast_path_ok` holds. (An infinite t gives ±max, right only for a format without
-    inf: see :func:`round_saturating_any`.)"""
-    two_emin, two_emax, magic, maxv, inf_result, zero = k
+    :func:`fast_path_ok` holds. (The kernels never pass ±inf: x · 2^-e is finite, and
+    :func:`div_odd` gives ±F64_MAX for a quotient that overflowed.)"""
+    two_emin, two_emax, magic, maxv, zero = k
     a = abs(t)
     s = min(max(pow2_of(a), two_emin), two_emax) * magic  # 1.5 * 2^(e + 52 - m)
     y = min((a + s) - s, maxv)  # a rounded to the quantum 2^(e - m) by the addition's own
     # nearest even; beyond the range (a >= 2^(emax + 1) lands there too) max
     return math.copysign(y, t) + zero
-
-
-@register_jitable
-def round_saturating_any(t, k):
-    """:func:`round_saturating` for any non-NaN float64 ``t``, ±inf included (inf in a format
-    with inf, max in one without, as scalar.convert saturates)."""
-    y = round_saturating(t, k)
-    return math.copysign(k[4], t) if abs(t) == math.inf else y
 
 
 def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min, k, ks,
@@ -385,11 +385,11 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
         amax = np.empty(m)
         for j in range(m):
             amax[j] = min(np.float64(amax_x[j]), math.inf)  # NaN blocks: any value, see below
-        if len(ks) == 6:  # nearest even, a scale format round_saturating handles
+        if len(ks) == 5:  # nearest even, a scale format round_saturating handles
             den = elem_max * g
             sv = np.empty(m)
             for j in range(m):
-                sv[j] = max(round_saturating_any(div_odd(amax[j], den), ks), scale_min)
+                sv[j] = max(round_saturating(div_odd(amax[j], den), ks), scale_min)
         else:
             sv = _float_scale_values(amax, sfmt, srule, g, elem_max, scale_min)
         for j in range(m):
@@ -414,7 +414,7 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
                 os[i] = round_saturating(np.float64(xs[i]) / f, k)
         else:
             for i in range(os.size):
-                os[i] = round_saturating_any(div_odd(np.float64(xs[i]), f), k)
+                os[i] = round_saturating(div_odd(np.float64(xs[i]), f), k)
 
 
 _fast_blocks_jit = njit(cache=True, nogil=True)(_fast_blocks)
