@@ -323,8 +323,43 @@ def round_saturating(t, k):
     return math.copysign(y, t) + zero
 
 
+def recip_ok(dtype, elem, sfmt) -> bool:
+    """Whether :func:`round_quotient` may quantize float-scale elements of ``elem`` under
+    scales of ``sfmt`` (FormatRecords): float32 x and ``m + m_s <= 22`` (fraction bits).
+
+    Why. v = x / d, d = s · g (s of the scale format: at most m_s + 1 significant bits; g a
+    float32; d = D · 2^c with D < 2^(m_s + 25)); x = X · 2^a (X odd, < 2^24). A midpoint M of
+    the element grid (where nearest even changes its result) is Mi · 2^b, Mi odd and < 2^(m +
+    2). If v != M, x - M·d is a non-zero multiple of 2^min(a, b + c), so |v - M| >= M ·
+    2^-(m + m_s + 27) (or v · 2^-24): at least M · 2^-49. t = fl(x · fl(1 / d)) is within
+    v · 2^-51.9 of v, so t and v lie on the same side of every midpoint and round alike.
+    If v is a midpoint (or a grid point), t rounded to the half-quantum grid is v itself,
+    and h · d == |x| is exact (at most m + m_s + 27 <= 53 bits), so the check picks h.
+    """
+    return dtype == np.float32 and elem.man_bits + sfmt.man_bits <= 22
+
+
+@register_jitable
+def round_quotient(x, r, d, k):
+    """x / d rounded to nearest even in the element format, saturating, from ``r = fl(1 / d)``
+    with no division (valid where :func:`recip_ok` holds): round(fl(x · r)), unless the
+    quotient is exactly a point h of the half-quantum grid (then h · d == |x|), where it is
+    round(h) -- the ties an approximate quotient would break either way."""
+    two_emin, two_emax, magic, maxv, zero = k
+    a = abs(x * r)
+    p = min(max(pow2_of(a), two_emin), two_emax)
+    s = p * magic  # 1.5 * 2^(e + 52 - m): rounds to the quantum 2^(e - m)
+    s2 = p * (0.5 * magic)  # rounds to half the quantum
+    h = (a + s2) - s2
+    y = (a + s) - s
+    yh = (h + s) - s  # h's own rounding: a tie goes to even
+    y = yh if h * d == abs(x) else y
+    y = maxv if y > maxv else y
+    return math.copysign(y, x) + zero
+
+
 def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min, k, ks,
-                 inf_bits, plain_div):  # fmt: skip
+                 inf_bits, recip):  # fmt: skip
     """Quantize blocks ``blk0 .. blk1 - 1`` of the rows of length ``n`` of the flat
     C-contiguous ``x`` (``xi``: the same memory as signed integers of x's width, ``inf_bits``
     the pattern of inf there) into the flat ``out`` and ``scales`` (one per block), as
@@ -332,8 +367,8 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
     format (``k``: its :func:`saturating_constants`). ``ks``: the scale format's, or an empty
     tuple where a float scale must take the general rounding.
 
-    ``plain_div``: a float-scale element is ``round(fl(x / d))`` instead of
-    ``round(div_odd(x, d))`` (see :func:`quantize_blocks` for when that is the same).
+    ``recip``: a float-scale element is :func:`round_quotient` (a multiplication by 1/d) instead
+    of ``round(div_odd(x, d))`` (see there for when that is the same).
 
     Every inner loop runs over a fresh 1-D slice of one block: LLVM then vectorises it even
     with a run-time trip count (indexing the whole array from lo to hi, it does not, and runs
@@ -396,25 +431,34 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
             nan = mbits[j] >= inf_bits
             scales[blk0 + j] = math.nan if nan else sv[j]
             factor[j] = math.nan if nan else sv[j] * g  # exact: both have few significant bits
-    # 3. Every element: one branch-free loop per block. x · 2^-e is exact and finite (e is
-    #    at least floor(log2 amax) - emax, or -127 when that is below), as is fl(x / d) for a
-    #    float32 x (d >= 2^-298); a float64 x / d may overflow to inf.
+    # 3. Every element, in one flat loop over the chunk (its blocks are consecutive in the
+    #    flat array, a short last block of a row included): per-block loops of 16 or 32
+    #    elements run mostly in their scalar remainder. Each element's factor is spread into
+    #    ``fe`` first (a chunk of float64s, in L2). x · 2^-e is exact and finite (e is at
+    #    least floor(log2 amax) - emax, or -127 when that is below), as is div_odd's
+    #    quotient. A NaN block's elements are garbage here, and NaN after the loop.
+    base = start[0]
+    size = end[m - 1] - base
+    fe = np.empty(size)
     for j in range(m):
-        xs = x[start[j] : end[j]]
-        os = out[start[j] : end[j]]
-        f = factor[j]
-        if f != f:
-            for i in range(os.size):
-                os[i] = math.nan
-        elif kind == POW2:
-            for i in range(os.size):
-                os[i] = round_saturating(np.float64(xs[i]) * f, k)
-        elif plain_div:
-            for i in range(os.size):
-                os[i] = round_saturating(np.float64(xs[i]) / f, k)
-        else:
-            for i in range(os.size):
-                os[i] = round_saturating(div_odd(np.float64(xs[i]), f), k)
+        fe[start[j] - base : end[j] - base] = factor[j]
+    xs = x[base : base + size]
+    os = out[base : base + size]
+    if kind == POW2:
+        for i in range(size):
+            os[i] = round_saturating(np.float64(xs[i]) * fe[i], k)
+    elif recip:
+        re = np.empty(size)  # fl(1 / d): one division per block
+        for j in range(m):
+            re[start[j] - base : end[j] - base] = 1.0 / factor[j]
+        for i in range(size):
+            os[i] = round_quotient(np.float64(xs[i]), re[i], fe[i], k)
+    else:
+        for i in range(size):
+            os[i] = round_saturating(div_odd(np.float64(xs[i]), fe[i]), k)
+    for j in range(m):
+        if factor[j] != factor[j]:
+            out[start[j] : end[j]] = math.nan
 
 
 _fast_blocks_jit = njit(cache=True, nogil=True)(_fast_blocks)
@@ -422,11 +466,11 @@ _fast_blocks_jit = njit(cache=True, nogil=True)(_fast_blocks)
 
 @njit(parallel=True, cache=True, nogil=True)
 def _fast_parallel(x, xi, out, scales, nblocks, n, flat, g, elem_max, scale_min, k, ks,
-                   inf_bits, plain_div):  # fmt: skip
+                   inf_bits, recip):  # fmt: skip
     ntasks = (nblocks + CHUNK - 1) // CHUNK
     for t in prange(ntasks):
         _fast_blocks_jit(x, xi, out, scales, t * CHUNK, min((t + 1) * CHUNK, nblocks), n, flat,
-                         g, elem_max, scale_min, k, ks, inf_bits, plain_div)  # fmt: skip
+                         g, elem_max, scale_min, k, ks, inf_bits, recip)  # fmt: skip
 
 
 FAST_PATH = True  # tests switch it off to run the general kernel compiled
@@ -446,21 +490,14 @@ def quantize_blocks(x: np.ndarray, out: np.ndarray, scales: np.ndarray, flat: tu
     if backend == "python":
         _blocks(x, out, scales, 0, nblocks, *args)
     elif FAST_PATH and fast_path_ok(elem, flat[22]):
-        # For float32 x, a float-scale element may round fl(x / d), the float64 quotient,
-        # instead of the odd-rounded one: with d = s · g (s of the scale format, m_s fraction
-        # bits; g a float32), fl(x / d) is a midpoint M of the element grid only when x / d
-        # is (then both round alike). Else M = Mi · 2^b (Mi odd, < 2^(m + 2)), d = D · 2^c (D <
-        # 2^(m_s + 25)), x = X · 2^a (X < 2^24) and x - M·d is a non-zero multiple of
-        # 2^min(a, b + c): |x / d - M| <= M · 2^-53 (fl(x/d) = M) needs X >= 2^52 or
-        # Mi · D >= 2^53, impossible when m + m_s + 27 <= 53. (Above max both saturate.)
         sfmt = unflatten(flat, 10)
-        plain = x.dtype == np.float32 and elem.man_bits + sfmt.man_bits <= 26
+        recip = recip_ok(x.dtype, elem, sfmt)
         it = np.int32 if x.dtype == np.float32 else np.int64
         inf_bits = it(0x7F800000) if it is np.int32 else it(0x7FF0000000000000)
         xf = x.reshape(-1)
         fargs = (out.reshape(-1), scales.reshape(-1))
         ks = saturating_constants(sfmt) if fast_path_ok(sfmt, flat[21]) else ()
-        more = (x.shape[1], *args, saturating_constants(elem), ks, inf_bits, plain)
+        more = (x.shape[1], *args, saturating_constants(elem), ks, inf_bits, recip)
         if x.size >= PARALLEL_MIN:
             _fast_parallel(xf, xf.view(it), *fargs, nblocks, *more)
         else:
