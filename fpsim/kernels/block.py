@@ -344,16 +344,16 @@ def round_quotient(x, r, d, k):
     """x / d rounded to nearest even in the element format, saturating, from ``r = fl(1 / d)``
     with no division (valid where :func:`recip_ok` holds): round(fl(x · r)), unless the
     quotient is exactly a point h of the half-quantum grid (then h · d == |x|), where it is
-    round(h) -- the ties an approximate quotient would break either way."""
+    round(h): the ties an approximate quotient would break either way. (h lies in the binade of
+    fl(x · r) or at its top, 2^(e+1), a multiple of the quantum: s rounds it exactly.)"""
     two_emin, two_emax, magic, maxv, zero = k
     a = abs(x * r)
     p = min(max(pow2_of(a), two_emin), two_emax)
     s = p * magic  # 1.5 * 2^(e + 52 - m): rounds to the quantum 2^(e - m)
     s2 = p * (0.5 * magic)  # rounds to half the quantum
     h = (a + s2) - s2
+    a = h if h * d == abs(x) else a  # exactly h: round h itself (a tie goes to even)
     y = (a + s) - s
-    yh = (h + s) - s  # h's own rounding: a tie goes to even
-    y = yh if h * d == abs(x) else y
     y = maxv if y > maxv else y
     return math.copysign(y, x) + zero
 
@@ -440,20 +440,23 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
     base = start[0]
     size = end[m - 1] - base
     fe = np.empty(size)
-    for j in range(m):
-        fe[start[j] - base : end[j] - base] = factor[j]
     xs = x[base : base + size]
     os = out[base : base + size]
     if kind == POW2:
+        for j in range(m):
+            fe[start[j] - base : end[j] - base] = factor[j]
         for i in range(size):
             os[i] = round_saturating(np.float64(xs[i]) * fe[i], k)
     elif recip:
         re = np.empty(size)  # fl(1 / d): one division per block
         for j in range(m):
+            fe[start[j] - base : end[j] - base] = factor[j]
             re[start[j] - base : end[j] - base] = 1.0 / factor[j]
         for i in range(size):
             os[i] = round_quotient(np.float64(xs[i]), re[i], fe[i], k)
     else:
+        for j in range(m):
+            fe[start[j] - base : end[j] - base] = factor[j]
         for i in range(size):
             os[i] = round_saturating(div_odd(np.float64(xs[i]), fe[i]), k)
     for j in range(m):
