@@ -18,6 +18,11 @@ Two kinds of scale:
 
 A block holding NaN or ±inf gets a NaN scale, and every element of it is NaN (torchao does the
 same). Elements that overflow after scaling saturate to ±max (the MX spec; NVFP4 recipes clamp).
+
+Two kernels: :func:`_blocks`, general (every mode, every format; also the pure-Python run),
+and :func:`_fast_blocks` for nearest-even elements where :func:`fast_path_ok` holds (every
+signed element format with fraction bits), the same results in a few vectorised float64
+instructions per element.
 """
 
 import math
