@@ -300,6 +300,12 @@ def _tensor_scale_of(x: np.ndarray, scheme: BlockScheme) -> float:
         return 1.0
     g = Fraction(amax) / (Fraction(scheme.element.max) * Fraction(scheme.scale.max))
     g32 = float(round_to(g, fp32))
+    if math.isinf(g32):  # only a float64 x gets here: amax above FLT_MAX · max · max_scale
+        raise ValueError(
+            f"{scheme.name}: amax(x) = {amax!r} is too large for a float32 tensor scale "
+            f"(amax / {scheme.element.max * scheme.scale.max:g} exceeds float32's max); pass "
+            "tensor_scale=<a float32 value> or tensor_scale=False"
+        )
     return g32 if g32 > 0 else float(fp32.smallest_subnormal)
 
 
@@ -322,7 +328,8 @@ def quantize(
     ``"rceil"``; float scales ``"nearest_even"`` (default) or ``"up"``. ``rounding``: the
     elements' rounding mode (any of :data:`fpsim.ROUNDING_MODES`; ``stochastic`` uses
     ``seed``). ``tensor_scale`` (float-scale schemes): None for the scheme's default (NVFP4:
-    computed from amax(x)), False for none (single-level NVFP4), or a positive float32 value.
+    computed from amax(x); a ValueError where that exceeds float32, which only a float64 x
+    can reach), False for none (single-level NVFP4), or a positive float32 value.
     ``backend="python"`` runs the same code uncompiled (slow; for tests).
 
     >>> q = quantize(np.linspace(-1, 1, 64), "mxfp4")

@@ -18,6 +18,11 @@ Two kinds of scale:
 
 A block holding NaN or ±inf gets a NaN scale, and every element of it is NaN (torchao does the
 same). Elements that overflow after scaling saturate to ±max (the MX spec; NVFP4 recipes clamp).
+
+Two kernels: :func:`_blocks`, general (every mode, every format; also the pure-Python run),
+and :func:`_fast_blocks` for nearest-even elements where :func:`fast_path_ok` holds (every
+signed element format with fraction bits), the same results in a few vectorised float64
+instructions per element.
 """
 
 import math
@@ -27,6 +32,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from . import scalar
+from .fastround import pow2_of
 from .record import FLOAT64, unflatten
 
 # How an MX (power-of-two) scale exponent comes from the block's amax. emax is the exponent of
@@ -38,6 +44,7 @@ RCEIL = 3  # NVIDIA (cvt.rp.ue8m0, cuDNN): the smallest 2^e with amax / 2^e <= m
 SCALE_RULES = {"floor": FLOOR, "ceil": CEIL, "even": EVEN, "rceil": RCEIL}
 
 E8M0_MIN, E8M0_MAX = -127, 127  # the exponents an E8M0 scale holds (0xFF is NaN)
+F64_MAX = 1.7976931348623157e308
 
 POW2 = 0  # scale kinds
 FLOAT = 1
@@ -102,6 +109,14 @@ def div_odd(x, d):
     q = x / d
     p, err = two_prod(q, d)
     r = (x - p) - err  # the sign of the exact remainder x - q·d (NaN when q overflowed)
+    # A quotient that underflowed to ±0 (|x / d| <= 2^-1075: a float64 x near float64's
+    # subnormals) has ±2^-1074 as its odd stand-in; round_to_odd_f64 would step the pattern of
+    # 0 "toward zero", to the pattern -1: a NaN.
+    q = math.copysign(5e-324, x) if (q == 0.0) & (x != 0.0) else q
+    # One that overflowed (a float64 x, a small d) is finite all the same: ±F64_MAX stands in
+    # for it (odd, and beyond the range of every format a block holds, so it rounds as the
+    # exact quotient does in every mode); inf would stay inf in a format with inf.
+    q = math.copysign(F64_MAX, x) if (abs(q) == math.inf) & (abs(x) != math.inf) else q
     return scalar.round_to_odd_f64(q, r)
 
 
@@ -190,12 +205,8 @@ def _blocks(x, out, scales, blk0, blk1, flat, g, elem_max, scale_min):
 
 @register_jitable
 def _float_scales(x, blk0, blk1, nb, bs, sfmt, srule, g, elem_max, scale_min):
-    """The float block scales of blocks blk0 .. blk1 - 1: ``s = round(amax / (max · g))`` in the
-    scale format, clamped below at the scale format's smallest normal (torchao clamps its E4M3
-    scale to finfo.tiny = 2^-6, an all-zero block included; NaN blocks are handled by the
-    caller). One loop over the blocks for the amaxes, one for the scales: the scale arithmetic
-    (a division, a rounding) then runs vectorised across blocks instead of once per block
-    between the element loops."""
+    """The float block scales of blocks blk0 .. blk1 - 1 (see :func:`_float_scale_values`) and
+    each block's largest magnitude as a float64 bit pattern (NaN blocks: at or above inf's)."""
     n = x.shape[1]
     m = blk1 - blk0
     amax = np.empty(m)
@@ -211,6 +222,18 @@ def _float_scales(x, blk0, blk1, nb, bs, sfmt, srule, g, elem_max, scale_min):
             mb = max(mb, scalar.float64_to_bits(np.float64(xr[i])) & ((1 << 63) - 1))
         mbits[j] = mb
         amax[j] = scalar.bits_to_float64(min(mb, 0x7FF0000000000000))  # NaN blocks: see caller
+    return _float_scale_values(amax, sfmt, srule, g, elem_max, scale_min), mbits
+
+
+@register_jitable
+def _float_scale_values(amax, sfmt, srule, g, elem_max, scale_min):
+    """The float block scales ``s = round(amax / (max · g))`` in the scale format of blocks
+    whose largest magnitudes are ``amax`` (float64, finite or inf), clamped below at the scale
+    format's smallest normal (torchao clamps its E4M3 scale to finfo.tiny = 2^-6, an all-zero
+    block included; NaN blocks are handled by the caller). One loop over the blocks: the scale
+    arithmetic (a division, a rounding) then runs vectorised across blocks instead of once per
+    block between the element loops."""
+    m = amax.size
     out = np.empty(m)
     den = elem_max * g
     if srule == scalar.NEAREST_EVEN and scalar.nearest_even_fast_ok(FLOAT64, sfmt):
@@ -224,7 +247,7 @@ def _float_scales(x, blk0, blk1, nb, bs, sfmt, srule, g, elem_max, scale_min):
             s = scalar.round_value(div_odd(amax[j], den), sfmt, srule, 1, 1, 0)
             s = scale_min if s < scale_min else s
             out[j] = s
-    return out, mbits
+    return out
 
 
 _blocks_jit = njit(cache=True, nogil=True)(_blocks)
@@ -241,14 +264,252 @@ def _blocks_parallel(x, out, scales, nblocks, flat, g, elem_max, scale_min):
                     elem_max, scale_min)  # fmt: skip
 
 
+# ---- the fast path: nearest even, element formats the shifter rounding handles --------------
+# Where the elements round to nearest even (saturating, as block scaling always does), the
+# per-element work is a handful of float64 instructions (round_saturating) instead of
+# scalar.round_nearest_even_bits' integer unpack / repack; and the kernel runs in three flat
+# passes over a chunk of blocks (every block's amax from the integer bit patterns, every
+# block's scale, then every element) so that each inner loop is straight-line code that LLVM
+# vectorises. It computes the same quotient t as _blocks (x · 2^-e, or x / d), and rounds t
+# with a function equal to scalar.round_value(t, elem, NEAREST_EVEN, 1, 1) for every float64
+# t it can see; see fast_path_ok for where that holds.
+
+
+def fast_path_ok(elem, mode) -> bool:
+    """Whether :func:`round_saturating` rounds exactly like ``scalar.round_value(t, elem,
+    NEAREST_EVEN, subnormals=1, saturate=1)`` for every finite float64 t, so that the fast
+    kernel may quantize blocks of ``elem`` (a FormatRecord) in the rounding ``mode``.
+
+    The shifter ``(a + s) - s`` (s = 1.5 · 2^(e + 52 - m), e = binade of a within [emin, emax])
+    rounds a to the multiple of the quantum 2^(e - m) nearest, ties to the even multiple, when
+    a < 2^(e + 51 - m) (m <= 50); the even multiple is the even code only when the code's last
+    bit is the last fraction bit (m >= 1: with no fraction bits, a tie between 2^e and 2^(e+1)
+    goes to the even *exponent*, which the shifter does not know). Gradual underflow is the
+    clamp at emin, which needs subnormals (a format without them flushes). 2^emin, the quantum
+    2^(emin - m) and s at emax must be normal, finite float64 numbers. Signed formats only (the
+    result keeps t's sign; +0 for a format without -0). Saturation is always on in block
+    scaling: a result above max is max, even in a format with inf, as scalar.convert saturates
+    a finite value. (Blocks holding inf or NaN never reach the rounding.)
+    """
+    m = elem.man_bits
+    return (
+        mode == scalar.NEAREST_EVEN
+        and elem.signed == 1
+        and elem.has_subnormals == 1
+        and 1 <= m <= 50
+        and scalar.emin_of(elem) - m >= -1022
+        and scalar.emax_of(elem) + 52 - m <= 1022
+    )
+
+
+def saturating_constants(elem) -> tuple:
+    """``(2^emin, 2^emax, 1.5 · 2^(52 - m), max, zero)`` of the element format (a
+    FormatRecord) for :func:`round_saturating`: ``zero`` is +0.0 for a format without -0
+    (adding it turns -0 into +0) and -0.0 otherwise (adding -0.0 changes no value, -0
+    included)."""
+    m = elem.man_bits
+    emin, emax = scalar.emin_of(elem), scalar.emax_of(elem)
+    maxv = scalar.max_sig_of(elem) * 2.0 ** (emax - m)
+    zero = 0.0 if elem.negzero_nan == 1 else -0.0
+    return (2.0**emin, 2.0**emax, 1.5 * 2.0 ** (52 - m), maxv, zero)
+
+
+@register_jitable
+def round_saturating(t, k):
+    """The finite float64 ``t`` rounded to nearest even in the element format of the constants
+    ``k`` (:func:`saturating_constants`), saturating to ±max; branch-free. Exact where
+    :func:`fast_path_ok` holds. (The kernels never pass ±inf: x · 2^-e is finite, and
+    :func:`div_odd` gives ±F64_MAX for a quotient that overflowed.)"""
+    two_emin, two_emax, magic, maxv, zero = k
+    a = abs(t)
+    s = min(max(pow2_of(a), two_emin), two_emax) * magic  # 1.5 * 2^(e + 52 - m)
+    y = min((a + s) - s, maxv)  # a rounded to the quantum 2^(e - m) by the addition's own
+    # nearest even; beyond the range (a >= 2^(emax + 1) lands there too) max
+    return math.copysign(y, t) + zero
+
+
+def recip_ok(dtype, elem, sfmt) -> bool:
+    """Whether :func:`round_quotient` may quantize float-scale elements of ``elem`` under
+    scales of ``sfmt`` (FormatRecords): float32 x and ``m + m_s <= 22`` (fraction bits).
+
+    Why. v = x / d, d = s · g (s of the scale format: at most m_s + 1 significant bits; g a
+    float32; d = D · 2^c with D < 2^(m_s + 25)); x = X · 2^a (X odd, < 2^24). A midpoint M of
+    the element grid (where nearest even changes its result) is Mi · 2^b, Mi odd and < 2^(m +
+    2). If v != M, x - M·d is a non-zero multiple of 2^min(a, b + c), so |v - M| >= M ·
+    2^-(m + m_s + 27) (or v · 2^-24): at least M · 2^-49. t = fl(x · fl(1 / d)) is within
+    v · 2^-51.9 of v, so t and v lie on the same side of every midpoint and round alike.
+    If v is a midpoint (or a grid point), t rounded to the half-quantum grid is v itself,
+    and h · d == |x| is exact (at most m + m_s + 27 <= 53 bits), so the check picks h.
+    """
+    return dtype == np.float32 and elem.man_bits + sfmt.man_bits <= 22
+
+
+@register_jitable
+def round_quotient(x, r, d, k):
+    """x / d rounded to nearest even in the element format, saturating, from ``r = fl(1 / d)``
+    with no division (valid where :func:`recip_ok` holds): round(fl(x · r)), unless the
+    quotient is exactly a point h of the half-quantum grid (then h · d == |x|), where it is
+    round(h): the ties an approximate quotient would break either way. (h lies in the binade of
+    fl(x · r) or at its top, 2^(e+1), a multiple of the quantum: s rounds it exactly.)"""
+    two_emin, two_emax, magic, maxv, zero = k
+    a = abs(x * r)
+    p = min(max(pow2_of(a), two_emin), two_emax)
+    s = p * magic  # 1.5 * 2^(e + 52 - m): rounds to the quantum 2^(e - m)
+    s2 = p * (0.5 * magic)  # rounds to half the quantum
+    h = (a + s2) - s2
+    a = h if h * d == abs(x) else a  # exactly h: round h itself (a tie goes to even)
+    y = (a + s) - s
+    y = maxv if y > maxv else y
+    return math.copysign(y, x) + zero
+
+
+def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min, k, ks,
+                 inf_bits, recip):  # fmt: skip
+    """Quantize blocks ``blk0 .. blk1 - 1`` of the rows of length ``n`` of the flat
+    C-contiguous ``x`` (``xi``: the same memory as signed integers of x's width, ``inf_bits``
+    the pattern of inf there) into the flat ``out`` and ``scales`` (one per block), as
+    :func:`_blocks` does, in nearest even where :func:`fast_path_ok` holds for the element
+    format (``k``: its :func:`saturating_constants`). ``ks``: the scale format's, or an empty
+    tuple where a float scale must take the general rounding.
+
+    ``recip``: a float-scale element is :func:`round_quotient` (a multiplication by 1/d) instead
+    of ``round(div_odd(x, d))`` (see there for when that is the same).
+
+    Every inner loop runs over a fresh 1-D slice of one block: LLVM then vectorises it even
+    with a run-time trip count (indexing the whole array from lo to hi, it does not, and runs
+    the loop 2-3 times slower). No integer division per block (tens of cycles each): the
+    blocks' positions are stepped along the rows.
+    """
+    elem = unflatten(flat, 0)
+    sfmt = unflatten(flat, 10)
+    kind, srule, bs = flat[20], flat[21], flat[24]
+    nb = (n + bs - 1) // bs
+    m = blk1 - blk0
+    emax = scalar.emax_of(elem)
+    max_sig = scalar.max_sig_of(elem)
+    mask = inf_bits | (inf_bits - 1)  # every bit but the sign
+    # 1. Every block's largest magnitude pattern: patterns of non-negative floats are ordered
+    #    like their values, and an integer max vectorises (a float one does not: its order of
+    #    comparisons is fixed); a pattern at or above inf's marks a block holding inf or NaN.
+    mbits = np.empty(m, xi.dtype)
+    start = np.empty(m, np.int64)
+    end = np.empty(m, np.int64)
+    row = blk0 // nb
+    col = blk0 - row * nb
+    for j in range(m):
+        lo = row * n + col * bs
+        hi = min(lo + bs, row * n + n)
+        start[j] = lo
+        end[j] = hi
+        xs = xi[lo:hi]
+        mb = 0
+        for i in range(xs.size):
+            mb = max(mb, xs[i] & mask)
+        mbits[j] = mb
+        col += 1
+        if col == nb:
+            col = 0
+            row += 1
+    amax_x = mbits.view(x.dtype)
+    # 2. Every block's scale, and what its elements are multiplied (MX) or divided (float
+    #    scales) by; NaN for a block holding inf or NaN.
+    factor = np.empty(m)
+    if kind == POW2:
+        for j in range(m):
+            e = mx_exponent(scalar.float64_to_bits(np.float64(amax_x[j])), srule, emax,
+                            elem.man_bits, max_sig)  # fmt: skip
+            nan = mbits[j] >= inf_bits
+            scales[blk0 + j] = math.nan if nan else scalar.pow2(e)
+            factor[j] = math.nan if nan else scalar.pow2(-e)
+    else:
+        amax = np.empty(m)
+        for j in range(m):
+            amax[j] = min(np.float64(amax_x[j]), math.inf)  # NaN blocks: any value, see below
+        if len(ks) == 5:  # nearest even, a scale format round_saturating handles
+            den = elem_max * g
+            sv = np.empty(m)
+            for j in range(m):
+                sv[j] = max(round_saturating(div_odd(amax[j], den), ks), scale_min)
+        else:
+            sv = _float_scale_values(amax, sfmt, srule, g, elem_max, scale_min)
+        for j in range(m):
+            nan = mbits[j] >= inf_bits
+            scales[blk0 + j] = math.nan if nan else sv[j]
+            factor[j] = math.nan if nan else sv[j] * g  # exact: both have few significant bits
+    # 3. Every element, in one flat loop over the chunk (its blocks are consecutive in the
+    #    flat array, a short last block of a row included): per-block loops of 16 or 32
+    #    elements run mostly in their scalar remainder. Each element's factor is spread into
+    #    ``fe`` first (a chunk of float64s, in L2). x · 2^-e is exact and finite (e is at
+    #    least floor(log2 amax) - emax, or -127 when that is below), as is div_odd's
+    #    quotient. A NaN block's elements are garbage here, and NaN after the loop.
+    base = start[0]
+    size = end[m - 1] - base
+    fe = np.empty(size)
+    xs = x[base : base + size]
+    os = out[base : base + size]
+    if kind == POW2:
+        for j in range(m):
+            fe[start[j] - base : end[j] - base] = factor[j]
+        for i in range(size):
+            os[i] = round_saturating(np.float64(xs[i]) * fe[i], k)
+    elif recip:
+        re = np.empty(size)  # fl(1 / d): one division per block
+        for j in range(m):
+            fe[start[j] - base : end[j] - base] = factor[j]
+            re[start[j] - base : end[j] - base] = 1.0 / factor[j]
+        for i in range(size):
+            os[i] = round_quotient(np.float64(xs[i]), re[i], fe[i], k)
+    else:
+        for j in range(m):
+            fe[start[j] - base : end[j] - base] = factor[j]
+        for i in range(size):
+            os[i] = round_saturating(div_odd(np.float64(xs[i]), fe[i]), k)
+    for j in range(m):
+        if factor[j] != factor[j]:
+            out[start[j] : end[j]] = math.nan
+
+
+_fast_blocks_jit = njit(cache=True, nogil=True)(_fast_blocks)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _fast_parallel(x, xi, out, scales, nblocks, n, flat, g, elem_max, scale_min, k, ks,
+                   inf_bits, recip):  # fmt: skip
+    ntasks = (nblocks + CHUNK - 1) // CHUNK
+    for t in prange(ntasks):
+        _fast_blocks_jit(x, xi, out, scales, t * CHUNK, min((t + 1) * CHUNK, nblocks), n, flat,
+                         g, elem_max, scale_min, k, ks, inf_bits, recip)  # fmt: skip
+
+
+FAST_PATH = True  # tests switch it off to run the general kernel compiled
+
+
 def quantize_blocks(x: np.ndarray, out: np.ndarray, scales: np.ndarray, flat: tuple, g: float,
                     elem_max: float, scale_min: float, backend: str = "cpu") -> None:  # fmt: skip
-    """Run :func:`_blocks` over every block of the C-contiguous 2-D float32/float64 ``x``."""
+    """Quantize every block of the C-contiguous 2-D float32/float64 ``x`` into ``out`` and
+    ``scales``: by the fast kernel :func:`_fast_blocks` where :func:`fast_path_ok` holds (and
+    ``backend="cpu"``, ``FAST_PATH``), else by the general :func:`_blocks`
+    (``backend="python"`` runs it uncompiled)."""
     bs = flat[24]
     nblocks = x.shape[0] * ((x.shape[1] + bs - 1) // bs)
-    args = (tuple(int(v) for v in flat), float(g), float(elem_max), float(scale_min))
+    flat = tuple(int(v) for v in flat)
+    args = (flat, float(g), float(elem_max), float(scale_min))
+    elem = unflatten(flat, 0)
     if backend == "python":
         _blocks(x, out, scales, 0, nblocks, *args)
+    elif FAST_PATH and fast_path_ok(elem, flat[22]):
+        sfmt = unflatten(flat, 10)
+        recip = recip_ok(x.dtype, elem, sfmt)
+        it = np.int32 if x.dtype == np.float32 else np.int64
+        inf_bits = it(0x7F800000) if it is np.int32 else it(0x7FF0000000000000)
+        xf = x.reshape(-1)
+        fargs = (out.reshape(-1), scales.reshape(-1))
+        ks = saturating_constants(sfmt) if fast_path_ok(sfmt, flat[21]) else ()
+        more = (x.shape[1], *args, saturating_constants(elem), ks, inf_bits, recip)
+        if x.size >= PARALLEL_MIN:
+            _fast_parallel(xf, xf.view(it), *fargs, nblocks, *more)
+        else:
+            _fast_blocks_jit(xf, xf.view(it), *fargs, 0, nblocks, *more)
     elif x.size >= PARALLEL_MIN:
         _blocks_parallel(x, out, scales, nblocks, *args)
     else:
