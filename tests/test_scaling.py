@@ -472,3 +472,22 @@ def test_gfloat_floor_log2_of_float32_amax_rounds_up_below_a_power_of_two():
     fi = gformats.format_info_mxfp8_e4m3
     scale = gblock.compute_scale_amax(fi.etype.emax, block)
     assert math.log2(scale) == spec - 127 + 1
+
+
+@pytest.mark.parametrize("backend", ["cpu", "python"])
+def test_custom_power_of_two_scale_format_clamps_to_its_own_range(backend):
+    """A power-of-two scale format other than E8M0 (here 2^-19 .. 2^10, with a zero) clamps the
+    scale exponent to *its* range, not E8M0's [-127, 127]: every scale is a value of the scale
+    format (checked by exact rounding), and equals the OCP floor rule clamped to that range."""
+    sfmt = fpsim.Format(5, 0, bias=20, nan="all_ones", signed=False)
+    lo, hi = math.frexp(sfmt.smallest_subnormal)[1] - 1, math.frexp(sfmt.max)[1] - 1
+    assert (lo, hi) == (-19, 10)
+    sch = BlockScheme("fp8_e4m3", 4, sfmt)
+    x = np.array([[1e10, 1.0, 0, 0], [1e-12, 0, 0, 0], [3.0, 0.5, 0, 0], [0, 0, 0, 0]])
+    q = quantize(x, sch, backend=backend)
+    for row, s in zip(x, q.scales[:, 0], strict=True):
+        amax = float(np.abs(row).max())
+        e = -127 if amax == 0 else ref.ref_mx_scale_exponent(amax, ref.E4M3, "floor")
+        assert s == 2.0 ** min(max(e, lo), hi)
+        assert float(ref_round(Fraction(s), sfmt)) == s  # a value the scale format holds
+    assert q.scales[0, 0] == 2.0**10 and q.scales[1, 0] == 2.0**-19

@@ -51,16 +51,18 @@ FLOAT = 1
 
 
 @register_jitable
-def mx_exponent(amax_bits, rule, elem_emax, elem_m, elem_max_sig):
+def mx_exponent(amax_bits, rule, elem_emax, elem_m, elem_max_sig, scale_emin, scale_emax):
     """The scale exponent e (``X = 2^e``) of a block whose largest magnitude has the float64 bit
-    pattern ``amax_bits`` (finite, non-negative), by ``rule``, clamped to E8M0's [-127, 127].
+    pattern ``amax_bits`` (finite, non-negative), by ``rule``, clamped to the exponents the scale
+    format holds, ``[scale_emin, scale_emax]`` (E8M0: [-127, 127]; a custom power-of-two scale
+    format its own range).
 
     With ``amax = sig × 2^(E - 52)`` (``2^52 <= sig < 2^53``, E = floor(log2 amax)), each rule is
     integer arithmetic on sig and E: no ``log2``, no rounding error. An all-zero block gets the
-    smallest scale, 2^-127.
+    smallest scale, ``2^scale_emin`` (E8M0: 2^-127).
     """
     if amax_bits == 0:
-        return E8M0_MIN
+        return scale_emin
     _, _, E, sig = scalar.unpack(amax_bits, FLOAT64)
     e = E - elem_emax  # FLOOR: amax / 2^e lies in [2^emax, 2^(emax+1))
     if rule == CEIL:
@@ -73,7 +75,7 @@ def mx_exponent(amax_bits, rule, elem_emax, elem_m, elem_max_sig):
     elif rule == RCEIL:
         # amax / 2^e = sig × 2^(emax - 52) must not exceed max = max_sig × 2^(emax - m).
         e += 1 if sig > (elem_max_sig << (52 - elem_m)) else 0
-    return min(max(e, E8M0_MIN), E8M0_MAX)
+    return min(max(e, scale_emin), scale_emax)
 
 
 @register_jitable
@@ -140,6 +142,7 @@ def _blocks(x, out, scales, blk0, blk1, flat, g, elem_max, scale_min):
     """
     elem = unflatten(flat, 0)
     sfmt = unflatten(flat, 10)
+    s_emin, s_emax = scalar.emin_of(sfmt), scalar.emax_of(sfmt)  # the scale exponents held
     kind, srule, mode, seed, bs = flat[20], flat[21], flat[22], flat[23], flat[24]
     n = x.shape[1]
     nb = (n + bs - 1) // bs
@@ -177,7 +180,7 @@ def _blocks(x, out, scales, blk0, blk1, flat, g, elem_max, scale_min):
         base = row * n + lo  # flat index of the block's first element (stochastic streams)
         if kind == POW2:
             # 2. MX: X = 2^e; x / X is exact.
-            e = mx_exponent(mbits, srule, emax, elem.man_bits, max_sig)
+            e = mx_exponent(mbits, srule, emax, elem.man_bits, max_sig, s_emin, s_emax)
             scales[row, blk % nb] = scalar.pow2(e)
             inv = scalar.pow2(-e)
             if fast:
@@ -382,6 +385,7 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
     """
     elem = unflatten(flat, 0)
     sfmt = unflatten(flat, 10)
+    s_emin, s_emax = scalar.emin_of(sfmt), scalar.emax_of(sfmt)  # the scale exponents held
     kind, srule, bs = flat[20], flat[21], flat[24]
     nb = (n + bs - 1) // bs
     m = blk1 - blk0
@@ -417,7 +421,7 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
     if kind == POW2:
         for j in range(m):
             e = mx_exponent(scalar.float64_to_bits(np.float64(amax_x[j])), srule, emax,
-                            elem.man_bits, max_sig)  # fmt: skip
+                            elem.man_bits, max_sig, s_emin, s_emax)  # fmt: skip
             nan = mbits[j] >= inf_bits
             scales[blk0 + j] = math.nan if nan else scalar.pow2(e)
             factor[j] = math.nan if nan else scalar.pow2(-e)
