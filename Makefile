@@ -53,7 +53,7 @@ browser:
 test: $(STAMP) lint browser
 	$(PY) -m pytest -q -n auto --dist worksteal --ignore=tests/cudasim \
 		--doctest-glob=README.md tests fpsim README.md
-	$(PY) -m pytest -q tests/cudasim
+	$(PY) -m pytest -q -n auto --dist worksteal tests/cudasim
 
 # Jupyter, nbconvert (to run a lesson headless) and ipywidgets come with the lessons extra.
 lessons: $(STAMP)
