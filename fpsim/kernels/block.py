@@ -43,7 +43,6 @@ EVEN = 2  # torchao EVEN: amax rounded half-up to m fraction bits, then FLOOR
 RCEIL = 3  # NVIDIA (cvt.rp.ue8m0, cuDNN): the smallest 2^e with amax / 2^e <= max (no overflow)
 SCALE_RULES = {"floor": FLOOR, "ceil": CEIL, "even": EVEN, "rceil": RCEIL}
 
-E8M0_MIN, E8M0_MAX = -127, 127  # the exponents an E8M0 scale holds (0xFF is NaN)
 F64_MAX = 1.7976931348623157e308
 
 POW2 = 0  # scale kinds
