@@ -57,7 +57,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from . import reduce, scalar, scalar_ops
+from . import nearest_float, reduce, scalar, scalar_ops
 from .record import FLOAT64, FormatRecord, unflatten
 
 BLOCK = 16384  # elements per parallel task (elementwise kernels)
@@ -118,6 +118,11 @@ def _count_bad_fast(s, fmt):
     changes exactly those (NaN is a value of every format). Branch-free form; needs
     ``_fast_ok(fmt)``."""
     bad = 0
+    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):  # float instructions (~1 ns/value)
+        kf = nearest_float.nearest_even_float_constants(fmt, 1, 0)
+        for i in range(s.size):
+            bad += nearest_float.not_in_format_float(np.float64(s[i]), kf)
+        return bad
     kc = _constants(fmt, 1, 0)
     for i in range(s.size):
         v = np.float64(s[i])
@@ -175,7 +180,11 @@ def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
 # ---- round to nearest even, one thread (small arrays) ------------------------------------------
 @njit(cache=True, nogil=True, error_model="numpy")
 def _round_nearest_body(x, out, fmt):
-    if _fast_ok(fmt):
+    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):
+        kf = nearest_float.nearest_even_float_constants(fmt, 1, 0)
+        for i in range(x.size):
+            out[i] = nearest_float.round_nearest_even_float(np.float64(x[i]), kf)
+    elif _fast_ok(fmt):
         kc = _constants(fmt, 1, 0)
         for i in range(x.size):
             out[i] = _rne(np.float64(x[i]), fmt, kc)

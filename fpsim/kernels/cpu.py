@@ -9,16 +9,18 @@ through the parallel loops), so one compiled kernel serves every format and mode
 
 Nothing is compiled at import time; the first call compiles (or loads the cache).
 
-Speed: rounding to nearest-even within a container (the default, and what every simulated
-operation does) uses ``scalar.round_nearest_even_bits``, the branch-free form of the same
-rounding, which numba/LLVM vectorises; other modes and conversions run ``scalar.convert``.
+Speed: rounding to nearest-even within a float32/float64 container (the default, and what every
+simulated operation does) uses :func:`fpsim.kernels.nearest_float.round_nearest_even_float`
+(float instructions, ~1 ns per element) where it is exact, else
+``scalar.round_nearest_even_bits``, the branch-free integer form of the same rounding; both
+vectorise. Other modes and conversions run ``scalar.convert``.
 Both are tested against the oracles on the same inputs, and against each other.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from . import scalar, scalar_ops
+from . import nearest_float, scalar, scalar_ops
 from .record import flatten, unflatten
 
 BLOCK = 4096  # elements per parallel task
@@ -36,6 +38,11 @@ def _body(src, dst, start, stop, params):
     o = dst[start:stop]
     ieee_src = scalar.is_ieee_style(src_f)
     fast = mode == scalar.NEAREST_EVEN and ieee_src and scalar.nearest_even_fast_ok(src_f, fmt)
+    float_form = (
+        fast
+        and nearest_float.nearest_even_float_ok(src_f, fmt)
+        and nearest_float.float_container(s.itemsize, src_f)
+    )
     # bf16, tf32 in a float32: the container's exponent range, so "add and mask" rounds
     same_range = (
         fmt.exp_bits == src_f.exp_bits
@@ -51,6 +58,12 @@ def _body(src, dst, start, stop, params):
                     s[i], src_f.exp_bits, src_f.man_bits, fmt.man_bits
                 )
             return
+        if float_form:  # float instructions: vectorised, ~1 ns per element
+            kf = nearest_float.nearest_even_float_constants(fmt, subnormals, saturate)
+            for i in range(s.size):
+                y = nearest_float.round_nearest_even_float(nearest_float.container_value(s[i]), kf)
+                o[i] = nearest_float.container_bits(y, s[i])
+            return
         k = scalar.nearest_even_constants(src_f, fmt, subnormals, saturate)
         for i in range(s.size):  # branch-free: vectorised
             o[i] = scalar.round_nearest_even_bits(s[i], src_f, fmt.man_bits, fmt.bias, k)
@@ -63,6 +76,13 @@ def _body(src, dst, start, stop, params):
                     s[i], src_f.exp_bits, src_f.man_bits, fmt.man_bits
                 )
                 o[i] = r >> (src_f.man_bits - fmt.man_bits)  # the arithmetic shift keeps the sign
+            return
+        if float_form:
+            kf = nearest_float.nearest_even_float_constants(fmt, subnormals, saturate)
+            for i in range(s.size):
+                y = nearest_float.round_nearest_even_float(nearest_float.container_value(s[i]), kf)
+                r = np.int64(nearest_float.container_bits(y, s[i]))  # sign-extended, as below
+                o[i] = scalar.container_to_code(r, src_f, fmt)
             return
         k = scalar.nearest_even_constants(src_f, fmt, subnormals, saturate)
         for i in range(s.size):
