@@ -172,3 +172,21 @@ def test_refuses_what_it_cannot_do():
     assert not ok(FLOAT64, fpsim.Format(11, 10).record)  # shifter 1.5 * 2^(1023 + 42): inf
     assert not ok(FLOAT32, fpsim.Format(8, 7, bias=130).record)  # grid below float32's normals
     assert not ok(FLOAT32, fpsim.get_format("e8m0").record)  # unsigned, no subnormals
+
+
+@pytest.mark.parametrize("f", [fpsim.Format(11, 51), fpsim.Format(11, 10), fpsim.Format(11, 40),
+                               fpsim.Format(11, 30, bias=1024, style="fn")], ids=str)  # fmt: skip
+def test_formats_the_float_form_refuses_take_the_integer_form(f):
+    """The input check and the final rounding of formats beyond the float form (51 fraction
+    bits; a shifter past float64's range) still match the definition, through the integer
+    form or scalar.convert."""
+    assert not nearest_float.nearest_even_float_ok(FLOAT64, f.record)
+    x = values_for(f, np.float64, 3)
+    want = oracle(x, f, True, False)
+    moved = int(np.sum(~same_bits(want, x) & ~np.isnan(x)))
+    assert arith_cpu.count_not_in_format(x, f.record) == moved
+    out = np.empty(x.size)
+    arith_cpu.round_nearest(x, out, f.record)
+    assert _only_nan_sign(out, want)
+    got = np.asarray(fpsim.round_to(x, f))
+    assert _only_nan_sign(got, want)

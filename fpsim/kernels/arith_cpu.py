@@ -113,16 +113,21 @@ def _record(p) -> FormatRecord:
 
 # ---- input check -------------------------------------------------------------------------------
 @register_jitable
-def _count_bad_fast(s, fmt):
+def _count_bad_float(s, fmt):
     """How many non-NaN elements of ``s`` are not values of the format: rounding to nearest
-    changes exactly those (NaN is a value of every format). Branch-free form; needs
-    ``_fast_ok(fmt)``."""
+    changes exactly those (NaN is a value of every format). Float-instruction form (~1 ns per
+    value); needs ``nearest_float.nearest_even_float_ok(FLOAT64, fmt)``."""
     bad = 0
-    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):  # float instructions (~1 ns/value)
-        kf = nearest_float.nearest_even_float_constants(fmt, 1, 0)
-        for i in range(s.size):
-            bad += nearest_float.not_in_format_float(np.float64(s[i]), kf)
-        return bad
+    kf = nearest_float.nearest_even_float_constants(fmt, 1, 0)
+    for i in range(s.size):
+        bad += nearest_float.not_in_format_float(np.float64(s[i]), kf)
+    return bad
+
+
+@register_jitable
+def _count_bad_fast(s, fmt):
+    """:func:`_count_bad_float` in the branch-free integer form; needs ``_fast_ok(fmt)``."""
+    bad = 0
     kc = _constants(fmt, 1, 0)
     for i in range(s.size):
         v = np.float64(s[i])
@@ -134,7 +139,7 @@ def _count_bad_fast(s, fmt):
 
 @register_jitable
 def _count_bad_general(s, fmt):
-    """:func:`_count_bad_fast` for every format, through ``scalar.convert``."""
+    """:func:`_count_bad_float` for every format, through ``scalar.convert``."""
     bad = 0
     for i in range(s.size):
         v = np.float64(s[i])
@@ -145,13 +150,20 @@ def _count_bad_general(s, fmt):
 
 @register_jitable
 def _count_bad(s, fmt):
-    """The input check, fast form where it is exact."""
+    """The input check, in the fastest form that is exact for the format."""
+    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):
+        return _count_bad_float(s, fmt)
     if _fast_ok(fmt):
         return _count_bad_fast(s, fmt)
     return _count_bad_general(s, fmt)
 
 
-# Two kernels, so that checking fp16/bf16/fp8 inputs never compiles scalar.convert.
+# One kernel per form, so that checking fp16/bf16/fp8 inputs compiles only the float form.
+@njit(cache=True, nogil=True, error_model="numpy")
+def _count_float(x, start, stop, fmt):
+    return _count_bad_float(x[start:stop], fmt)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _count_fast(x, start, stop, fmt):
     return _count_bad_fast(x[start:stop], fmt)
@@ -167,7 +179,12 @@ def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
     exactly values of the format (a FormatRecord) (any format; every float64
     is a binary64 value, so callers skip binary64)."""
     fmt = _record(fmt_params)
-    kernel = _count_fast if scalar.nearest_even_fast_ok(FLOAT64, fmt) else _count_general
+    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):
+        kernel = _count_float
+    elif scalar.nearest_even_fast_ok(FLOAT64, fmt):
+        kernel = _count_fast
+    else:
+        kernel = _count_general
     nthreads = _threads() or 1
     if x.size < PARALLEL_MIN or nthreads == 1:
         return int(kernel(x, 0, x.size, fmt))
@@ -179,12 +196,15 @@ def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
 
 # ---- round to nearest even, one thread (small arrays) ------------------------------------------
 @njit(cache=True, nogil=True, error_model="numpy")
+def _round_nearest_float(x, out, fmt):
+    kf = nearest_float.nearest_even_float_constants(fmt, 1, 0)
+    for i in range(x.size):
+        out[i] = nearest_float.round_nearest_even_float(np.float64(x[i]), kf)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _round_nearest_body(x, out, fmt):
-    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):
-        kf = nearest_float.nearest_even_float_constants(fmt, 1, 0)
-        for i in range(x.size):
-            out[i] = nearest_float.round_nearest_even_float(np.float64(x[i]), kf)
-    elif _fast_ok(fmt):
+    if _fast_ok(fmt):
         kc = _constants(fmt, 1, 0)
         for i in range(x.size):
             out[i] = _rne(np.float64(x[i]), fmt, kc)
@@ -199,7 +219,11 @@ def round_nearest(x: np.ndarray, out: np.ndarray, fmt_params: tuple) -> None:
     too small for the thread pool of :func:`fpsim.round_to`. ``x`` and ``out``: C-contiguous
     1-D float32/float64 arrays of one size (``out`` float64 where the format does not fit in
     float32)."""
-    _round_nearest_body(x, out, _record(fmt_params))
+    fmt = _record(fmt_params)
+    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):
+        _round_nearest_float(x, out, fmt)
+    else:
+        _round_nearest_body(x, out, fmt)
 
 
 # ---- elementwise -------------------------------------------------------------------------------
