@@ -509,3 +509,34 @@ def test_stochastic_nan_blocks_and_seeds():
         assert same(quantize(x, "mxfp4", rounding="stochastic", seed=77).elements, q.elements)
     other = quantize(x, "mxfp4", rounding="stochastic", seed=78)
     assert not same(other.elements, q.elements)  # 160 elements, other bits
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["nvfp4", "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3"]),
+       shape=st.sampled_from([(3, 37), (37, 3), (2, 5, 40), (7,), (2, 64)]),
+       axis=st.integers(0, 2), seed=st.integers(0, 2**32 - 1))  # fmt: skip
+def test_dequantize_kernel_is_the_exact_product_rounded_once(name, shape, axis, seed):
+    """ScaledTensor.dequantize by the one-pass kernel (the layout quantize writes) == by the
+    numpy route (the same elements in another memory layout) == element · scale · tensor scale
+    taken exactly with Fractions and rounded once to the dtype (float32 overflow: inf), NaN
+    blocks NaN; any axis, ragged last blocks, float32 subnormal results."""
+    assume(axis < len(shape))
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-140, 120, shape)).astype(np.float32)
+    if rng.random() < 0.5:
+        x.flat[int(rng.integers(0, x.size))] = np.nan
+    q = quantize(x, name, axis=axis, tensor_scale=None if name != "nvfp4" else
+                 float(np.float32(2.0 ** rng.integers(-30, 60))))  # fmt: skip
+    other = fpsim.scaling.ScaledTensor(q.scheme, q.axis, np.asfortranarray(q.elements)[...],
+                                       q.scales, q.tensor_scale, q.scale_rounding, q.rounding)  # fmt: skip
+    per = q.block_scales()
+    g = 1 if q.tensor_scale is None else Fraction(q.tensor_scale)
+    for dt, fmt in ((np.float32, fpsim.fp32), (np.float64, fpsim.fp64)):
+        got = q.dequantize(dt)
+        assert got.dtype == dt and got.shape == x.shape
+        assert same(got, other.dequantize(dt))
+        s_only = per / (1.0 if q.tensor_scale is None else q.tensor_scale)  # exact: powers/E4M3
+        want = [math.nan if math.isnan(s) else
+                ref_round(Fraction(e) * Fraction(s) * g, fmt) if e != 0 else e * s
+                for e, s in zip(q.elements.ravel().tolist(), s_only.ravel().tolist(), strict=True)]  # fmt: skip
+        assert same(got.ravel(), want)

@@ -603,6 +603,28 @@ def quantize_blocks(x: np.ndarray, out: np.ndarray, scales: np.ndarray, flat: tu
         _blocks_jit(x, out, scales, 0, nblocks, *args)
 
 
+# ---- dequantization ----------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def dequantize_blocks(el, scales, g, bs, out):
+    """``out[r, i] = el[r, i] · (scales[r, i // bs] · g)``, the products taken in float64 and
+    stored in out's dtype (float32: rounded once to nearest even): the 2-D float32 elements
+    ``el`` (rows × n) of blocks of ``bs`` along the rows, their float64 ``scales`` (rows ×
+    blocks) and the tensor scale ``g`` (1.0 for none). One pass, no temporaries (numpy's
+    ``(el.astype(float64) * scales_per_element).astype(out.dtype)`` takes four)."""
+    n = el.shape[1]
+    for r in range(el.shape[0]):
+        er = el[r]
+        orow = out[r]
+        for j in range(scales.shape[1]):
+            f = scales[r, j] * g
+            lo = j * bs
+            hi = min(lo + bs, n)
+            e = er[lo:hi]  # fresh 1-D slices: the loop vectorises
+            o = orow[lo:hi]
+            for i in range(hi - lo):
+                o[i] = np.float64(e[i]) * f
+
+
 # ---- the largest magnitude of a whole tensor (NVFP4's per-tensor scale) -----------------------
 def _amax_chunk(xi, lo, hi, inf_bits):
     """The largest magnitude bit pattern of xi[lo:hi] (1-D signed-integer view of floats),
