@@ -132,9 +132,9 @@ def add_specials(rng, x, bs):
     return x
 
 
-def check_all_paths(x, scheme, rule, tensor_scale):
-    """quantize by the fast kernel == the general kernel compiled == uncompiled == exact."""
-    kw = {"scale_rounding": rule, "tensor_scale": tensor_scale}
+def same_on_every_kernel(x, scheme, **kw):
+    """quantize(x, scheme, **kw) by the fast kernel (where it claims the format and mode) ==
+    the general kernel compiled == uncompiled; returns the first."""
     q = quantize(x, scheme, **kw)
     py = quantize(x, scheme, backend="python", **kw)
     with pytest.MonkeyPatch.context() as mp:
@@ -144,6 +144,12 @@ def check_all_paths(x, scheme, rule, tensor_scale):
         assert same(q.elements, other.elements)
         assert same(q.scales, other.scales)
         assert q.tensor_scale == other.tensor_scale
+    return q
+
+
+def check_all_paths(x, scheme, rule, tensor_scale):
+    """quantize by the fast kernel == the general kernel compiled == uncompiled == exact."""
+    q = same_on_every_kernel(x, scheme, scale_rounding=rule, tensor_scale=tensor_scale)
     bs = scheme.block_size
     g = Fraction(q.tensor_scale) if q.tensor_scale is not None else Fraction(1)
     for r in range(x.shape[0]):
@@ -157,19 +163,20 @@ def check_all_paths(x, scheme, rule, tensor_scale):
     return q
 
 
-@settings(max_examples=150, deadline=None)
-@given(
-    elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=1)),
-    scale=st.one_of(st.sampled_from(NAMED_SCALES), custom_formats()),
-    bs=st.one_of(st.sampled_from([16, 32]), st.integers(1, 40)),
-    shape=st.tuples(st.integers(1, 3), st.integers(1, 90)),
-    dtype=st.sampled_from([np.float32, np.float64]),
-    ts=st.sampled_from(["default", "none", "given"]),
-    seed=st.integers(0, 2**32 - 1),
-)
-def test_fast_kernel_equals_general_and_exact(elem, scale, bs, shape, dtype, ts, seed):
-    assert fast_claimed(elem)
-    assert kblock.fast_path_ok(elem.record, scalar.NEAREST_EVEN)
+# what the kernel tests draw besides the element format and the tensor-scale kind
+BLOCK_DRAWS = {
+    "scale": st.one_of(st.sampled_from(NAMED_SCALES), custom_formats()),
+    "bs": st.one_of(st.sampled_from([16, 32]), st.integers(1, 40)),
+    "shape": st.tuples(st.integers(1, 3), st.integers(1, 90)),
+    "dtype": st.sampled_from([np.float32, np.float64]),
+    "seed": st.integers(0, 2**32 - 1),
+}
+
+
+def block_case(elem, scale, bs, shape, dtype, ts, seed):
+    """A drawn kernel test case: the scheme, a scale rule, the data (edges and specials) and
+    the tensor scale: None (the scheme's default), False (none), or a given float32 value
+    within 2^±40 (``ts="given"``) or anywhere in float32's range (``"extreme"``)."""
     try:
         scheme = BlockScheme(elem, bs, scale, tensor_scale=scale.man_bits > 0 and ts == "default")
     except ValueError:
@@ -179,9 +186,23 @@ def test_fast_kernel_equals_general_and_exact(elem, scale, bs, shape, dtype, ts,
     x = add_specials(rng, edge_data(rng, shape[0] * shape[1], dtype, elem).reshape(shape), bs)
     tensor_scale = None
     if not scheme.pow2:
-        tensor_scale = {"default": None, "none": False,
-                        "given": float(np.float32(2.0 ** rng.integers(-40, 40) *
-                                                  rng.uniform(1, 2)))}[ts]  # fmt: skip
+        k = int(rng.integers(-149, 128)) if ts == "extreme" else int(rng.integers(-40, 40))
+        given_g = float(np.float32(2.0**k * rng.uniform(1, 2)))
+        given_g = given_g if 0 < given_g < math.inf else 2.0**-149
+        tensor_scale = {"default": None, "none": False, "given": given_g, "extreme": given_g}[ts]
+    return scheme, rule, x, tensor_scale
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=1)),
+    ts=st.sampled_from(["default", "none", "given"]),
+    **BLOCK_DRAWS,
+)
+def test_fast_kernel_equals_general_and_exact(elem, scale, bs, shape, dtype, ts, seed):
+    assert fast_claimed(elem)
+    assert kblock.fast_path_ok(elem.record, scalar.NEAREST_EVEN)
+    scheme, rule, x, tensor_scale = block_case(elem, scale, bs, shape, dtype, ts, seed)
     if scheme.tensor_scale and not np.isinf(x).any() and not np.isnan(x).all():
         amax = Fraction(float(np.nanmax(np.abs(x))))  # NaN ignored, as fmaxf does
         g = amax / (Fraction(scheme.element.max) * Fraction(scheme.scale.max))
@@ -401,13 +422,9 @@ def exact_stochastic_elements(x, scales, g, bs, elem, seed, pow2, first):
 @settings(max_examples=150, deadline=None)
 @given(
     elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=0)),
-    scale=st.one_of(st.sampled_from(NAMED_SCALES), custom_formats()),
-    bs=st.one_of(st.sampled_from([16, 32]), st.integers(1, 40)),
-    shape=st.tuples(st.integers(1, 3), st.integers(1, 90)),
-    dtype=st.sampled_from([np.float32, np.float64]),
     ts=st.sampled_from(["default", "none", "given", "extreme"]),
-    seed=st.integers(0, 2**32 - 1),
     rseed=st.one_of(st.integers(0, 2**63 - 1), st.integers(0, 3)),
+    **BLOCK_DRAWS,
 )
 def test_fast_stochastic_equals_general_and_exact(elem, scale, bs, shape, dtype, ts, seed, rseed):
     """Stochastic elements by the fast kernel (where it claims the format; the general kernel
@@ -415,33 +432,14 @@ def test_fast_stochastic_equals_general_and_exact(elem, scale, bs, shape, dtype,
     bit, with the same random bits per element; scales as in nearest even."""
     claimed = stochastic_claimed(elem)
     assert kblock.fast_path_ok(elem.record, scalar.STOCHASTIC) == claimed
-    try:
-        scheme = BlockScheme(elem, bs, scale, tensor_scale=scale.man_bits > 0 and ts == "default")
-    except ValueError:
-        assume(False)
-    rng = np.random.default_rng(seed)
-    rule = scheme.scale_roundings[int(rng.integers(0, len(scheme.scale_roundings)))]
-    x = add_specials(rng, edge_data(rng, shape[0] * shape[1], dtype, elem).reshape(shape), bs)
-    tensor_scale = None
-    if not scheme.pow2:
-        k = int(rng.integers(-149, 128)) if ts == "extreme" else int(rng.integers(-40, 40))
-        given_g = float(np.float32(2.0**k * rng.uniform(1, 2)))
-        given_g = given_g if 0 < given_g < math.inf else 2.0**-149
-        tensor_scale = {"default": None, "none": False, "given": given_g, "extreme": given_g}[ts]
+    scheme, rule, x, tensor_scale = block_case(elem, scale, bs, shape, dtype, ts, seed)
     kw = {"scale_rounding": rule, "tensor_scale": tensor_scale, "rounding": "stochastic",
           "seed": rseed}  # fmt: skip
     try:
-        q = quantize(x, scheme, **kw)
+        q = same_on_every_kernel(x, scheme, **kw)
     except ValueError as e:  # float64 x beyond a float32 tensor scale: tested above
         assert "too large for a float32 tensor scale" in str(e)
         return
-    py = quantize(x, scheme, backend="python", **kw)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kblock, "FAST_PATH", False)
-        gen = quantize(x, scheme, **kw)
-    for other in (py, gen):
-        assert same(q.elements, other.elements)
-        assert same(q.scales, other.scales)
     g = Fraction(q.tensor_scale) if q.tensor_scale is not None else Fraction(1)
     n = x.shape[1]
     for r in range(x.shape[0]):
