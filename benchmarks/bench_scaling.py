@@ -6,7 +6,8 @@ to ``x.copy()`` of the same array (the memory floor; target <= 3x on 2 cores), a
 torchao's CPU reference (``to_mx``, ``nvfp4_quantize``, torch 2.13) and of gfloat's vectorized
 ``round_ndarray`` + ``encode_ndarray`` with numpy scales (MX only: gfloat has no NVFP4 format)
 to fpsim, all in one process. torchao and gfloat are optional: their columns are blank without
-them (they come with fpsim's ``bench`` extra).
+them (they come with fpsim's ``bench`` extra). A last row: NVFP4 with stochastic rounding (the
+NVFP4 recipe's gradients), fpsim alone.
 
     python benchmarks/bench_scaling.py [--n 10000000] [--repeat 5]
 """
@@ -113,6 +114,10 @@ def main() -> None:
             fi = gff.format_info_mxfp8_e4m3 if name == "mxfp8_e4m3" else gff.format_info_mxfp4_e2m1
             t_gf = best(lambda fi=fi: _gfloat_mx(x, fi), 1)
         print(f"{name:<11} {t * 1e3:>9.1f} {t / t_copy:>10.2f} {t_ao / t:>13.1f} {t_gf / t:>12.1f}")
+    # NVFP4 with stochastic rounding, as its recipe rounds gradients (TransformerEngine's
+    # NVFP4BlockScaling); torchao's CPU reference rounds to nearest only: no comparison
+    t = best(lambda: scaling.quantize(x, "nvfp4", rounding="stochastic", seed=1), args.repeat)
+    print(f"{'nvfp4 (SR)':<11} {t * 1e3:>9.1f} {t / t_copy:>10.2f} {'':>13} {'':>12}")
     print("\ntarget: fpsim <= 3x copy on 2 cores, faster than torchao and gfloat")
 
 

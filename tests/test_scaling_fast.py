@@ -1,5 +1,6 @@
 """The fast block-quantization kernel (fpsim.kernels.block._fast_blocks: nearest-even elements by
-the shifter rounding) against the general kernel, compiled and run uncompiled
+the shifter rounding, stochastic ones by float instructions with the general kernel's random
+bits) against the general kernel, compiled and run uncompiled
 (``backend="python"``), and against exact rounding with ``fractions.Fraction`` (tests/oracle.py,
 tests/scaling_oracle.py), over every element format it claims: MX/NVFP4's and random custom
 formats of every style, any block size (ragged last blocks), every scale rule, float32 and
@@ -12,6 +13,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scaling_oracle as ref
+from arith_oracle import round_rational
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from oracle import ref_round
@@ -19,6 +21,7 @@ from oracle import ref_round
 import fpsim
 from fpsim.kernels import block as kblock
 from fpsim.kernels import scalar
+from fpsim.kernels.scalar import random62
 from fpsim.scaling import BlockScheme, quantize
 
 
@@ -129,9 +132,9 @@ def add_specials(rng, x, bs):
     return x
 
 
-def check_all_paths(x, scheme, rule, tensor_scale):
-    """quantize by the fast kernel == the general kernel compiled == uncompiled == exact."""
-    kw = {"scale_rounding": rule, "tensor_scale": tensor_scale}
+def same_on_every_kernel(x, scheme, **kw):
+    """quantize(x, scheme, **kw) by the fast kernel (where it claims the format and mode) ==
+    the general kernel compiled == uncompiled; returns the first."""
     q = quantize(x, scheme, **kw)
     py = quantize(x, scheme, backend="python", **kw)
     with pytest.MonkeyPatch.context() as mp:
@@ -141,6 +144,12 @@ def check_all_paths(x, scheme, rule, tensor_scale):
         assert same(q.elements, other.elements)
         assert same(q.scales, other.scales)
         assert q.tensor_scale == other.tensor_scale
+    return q
+
+
+def check_all_paths(x, scheme, rule, tensor_scale):
+    """quantize by the fast kernel == the general kernel compiled == uncompiled == exact."""
+    q = same_on_every_kernel(x, scheme, scale_rounding=rule, tensor_scale=tensor_scale)
     bs = scheme.block_size
     g = Fraction(q.tensor_scale) if q.tensor_scale is not None else Fraction(1)
     for r in range(x.shape[0]):
@@ -154,19 +163,20 @@ def check_all_paths(x, scheme, rule, tensor_scale):
     return q
 
 
-@settings(max_examples=150, deadline=None)
-@given(
-    elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=1)),
-    scale=st.one_of(st.sampled_from(NAMED_SCALES), custom_formats()),
-    bs=st.one_of(st.sampled_from([16, 32]), st.integers(1, 40)),
-    shape=st.tuples(st.integers(1, 3), st.integers(1, 90)),
-    dtype=st.sampled_from([np.float32, np.float64]),
-    ts=st.sampled_from(["default", "none", "given"]),
-    seed=st.integers(0, 2**32 - 1),
-)
-def test_fast_kernel_equals_general_and_exact(elem, scale, bs, shape, dtype, ts, seed):
-    assert fast_claimed(elem)
-    assert kblock.fast_path_ok(elem.record, scalar.NEAREST_EVEN)
+# what the kernel tests draw besides the element format and the tensor-scale kind
+BLOCK_DRAWS = {
+    "scale": st.one_of(st.sampled_from(NAMED_SCALES), custom_formats()),
+    "bs": st.one_of(st.sampled_from([16, 32]), st.integers(1, 40)),
+    "shape": st.tuples(st.integers(1, 3), st.integers(1, 90)),
+    "dtype": st.sampled_from([np.float32, np.float64]),
+    "seed": st.integers(0, 2**32 - 1),
+}
+
+
+def block_case(elem, scale, bs, shape, dtype, ts, seed):
+    """A drawn kernel test case: the scheme, a scale rule, the data (edges and specials) and
+    the tensor scale: None (the scheme's default), False (none), or a given float32 value
+    within 2^±40 (``ts="given"``) or anywhere in float32's range (``"extreme"``)."""
     try:
         scheme = BlockScheme(elem, bs, scale, tensor_scale=scale.man_bits > 0 and ts == "default")
     except ValueError:
@@ -176,9 +186,23 @@ def test_fast_kernel_equals_general_and_exact(elem, scale, bs, shape, dtype, ts,
     x = add_specials(rng, edge_data(rng, shape[0] * shape[1], dtype, elem).reshape(shape), bs)
     tensor_scale = None
     if not scheme.pow2:
-        tensor_scale = {"default": None, "none": False,
-                        "given": float(np.float32(2.0 ** rng.integers(-40, 40) *
-                                                  rng.uniform(1, 2)))}[ts]  # fmt: skip
+        k = int(rng.integers(-149, 128)) if ts == "extreme" else int(rng.integers(-40, 40))
+        given_g = float(np.float32(2.0**k * rng.uniform(1, 2)))
+        given_g = given_g if 0 < given_g < math.inf else 2.0**-149
+        tensor_scale = {"default": None, "none": False, "given": given_g, "extreme": given_g}[ts]
+    return scheme, rule, x, tensor_scale
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=1)),
+    ts=st.sampled_from(["default", "none", "given"]),
+    **BLOCK_DRAWS,
+)
+def test_fast_kernel_equals_general_and_exact(elem, scale, bs, shape, dtype, ts, seed):
+    assert fast_claimed(elem)
+    assert kblock.fast_path_ok(elem.record, scalar.NEAREST_EVEN)
+    scheme, rule, x, tensor_scale = block_case(elem, scale, bs, shape, dtype, ts, seed)
     if scheme.tensor_scale and not np.isinf(x).any() and not np.isnan(x).all():
         amax = Fraction(float(np.nanmax(np.abs(x))))  # NaN ignored, as fmaxf does
         g = amax / (Fraction(scheme.element.max) * Fraction(scheme.scale.max))
@@ -239,9 +263,12 @@ def test_fast_path_dispatch():
     for name in ("mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "nvfp4"):
         el = fpsim.scaling.get_scheme(name).element.record
         assert kblock.fast_path_ok(el, ne)
-        for mode in (scalar.NEAREST_AWAY, scalar.TOWARD_ZERO, scalar.UP, scalar.DOWN,
-                     scalar.STOCHASTIC):  # fmt: skip
+        assert kblock.fast_path_ok(el, scalar.STOCHASTIC)  # (NVFP4's gradients)
+        for mode in (scalar.NEAREST_AWAY, scalar.TOWARD_ZERO, scalar.UP, scalar.DOWN):
             assert not kblock.fast_path_ok(el, mode)
+    # stochastic needs a smallest quantum <= 1 (nearest even does not)
+    coarse = fpsim.Format(4, 2, bias=-3).record  # emin = 4, smallest quantum 2^2
+    assert kblock.fast_path_ok(coarse, ne) and not kblock.fast_path_ok(coarse, scalar.STOCHASTIC)
     # no fraction bits: a tie goes to the even exponent, which the shifter does not know
     assert not kblock.fast_path_ok(fpsim.Format(3, 0, style="fnuz").record, ne)
     assert not kblock.fast_path_ok(fpsim.e8m0.record, ne)  # unsigned, no subnormals
@@ -349,3 +376,165 @@ def test_float64_quotients_that_overflow_saturate(mode, rule):
         want = ref_round(qv if qv != 0 else math.copysign(0.0, v), e5m2, mode, saturate=True)
         assert same([q.elements[0, i]], [want]), (i, v)
     assert np.isfinite(q.elements).all()
+
+
+# ---- stochastic rounding on the fast path ------------------------------------------------------
+# The fast kernel rounds stochastically with round_stochastic_saturating and draws element i's
+# bits from random62(seed, i), i its flat index, as the general kernel does. Oracle: the
+# element's quotient taken exactly (Fraction), made the float64 stand-in the kernels document
+# (x · 2^-e is the IEEE product; x / (s · g) is the exact quotient rounded to odd in float64),
+# then rounded stochastically with exact rationals (arith_oracle.round_rational: up when
+# rand62 < ceil(f · 2^62)).
+
+
+def stochastic_claimed(f):
+    """The element formats the fast kernel claims for stochastic rounding: those of nearest
+    even whose smallest quantum 2^(emin - m) is at most 1."""
+    return fast_claimed(f) and f.emin - f.man_bits <= 0
+
+
+def odd_float64(v):
+    """The exact value v (a Fraction) rounded to odd in float64: toward zero, then to the odd
+    neighbour on v's side when that was inexact and gave an even significand (exact rounding:
+    tests/oracle.py). Beyond float64's range toward zero gives its largest value, itself odd."""
+    t = ref_round(v, fpsim.fp64, "toward_zero")
+    if Fraction(t) == v or int(np.float64(t).view(np.int64)) & 1:
+        return t
+    return float(np.nextafter(t, math.copysign(math.inf, v)))
+
+
+def exact_stochastic_elements(x, scales, g, bs, elem, seed, pow2, first):
+    """Each element of the row x (its flat indices from ``first``) by the definition above."""
+    out = []
+    for i, v in enumerate(x.tolist()):
+        s = scales[i // bs]
+        if math.isnan(s):
+            out.append(math.nan)
+            continue
+        q = Fraction(v) / (Fraction(s) * g)
+        t = ref_round(q, fpsim.fp64) if pow2 else odd_float64(q)  # the IEEE product x · 2^-e
+        r = round_rational(Fraction(t), elem, "stochastic", saturate=True,
+                           rand62=random62(seed, first + i), zero_sign=math.copysign(1.0, v))  # fmt: skip
+        out.append(0.0 if r == 0 and not elem.has_negzero else r)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=0)),
+    ts=st.sampled_from(["default", "none", "given", "extreme"]),
+    rseed=st.one_of(st.integers(0, 2**63 - 1), st.integers(0, 3)),
+    **BLOCK_DRAWS,
+)
+def test_fast_stochastic_equals_general_and_exact(elem, scale, bs, shape, dtype, ts, seed, rseed):
+    """Stochastic elements by the fast kernel (where it claims the format; the general kernel
+    elsewhere) == the general kernel compiled == uncompiled == the exact definition, bit for
+    bit, with the same random bits per element; scales as in nearest even."""
+    claimed = stochastic_claimed(elem)
+    assert kblock.fast_path_ok(elem.record, scalar.STOCHASTIC) == claimed
+    scheme, rule, x, tensor_scale = block_case(elem, scale, bs, shape, dtype, ts, seed)
+    kw = {"scale_rounding": rule, "tensor_scale": tensor_scale, "rounding": "stochastic",
+          "seed": rseed}  # fmt: skip
+    try:
+        q = same_on_every_kernel(x, scheme, **kw)
+    except ValueError as e:  # float64 x beyond a float32 tensor scale: tested above
+        assert "too large for a float32 tensor scale" in str(e)
+        return
+    g = Fraction(q.tensor_scale) if q.tensor_scale is not None else Fraction(1)
+    n = x.shape[1]
+    for r in range(x.shape[0]):
+        sc = q.scales[r]
+        if not (scheme.pow2 and scheme.scale != fpsim.e8m0):
+            assert same(sc, exact_scales(x[r], scheme, rule, g, bs)), r
+        want = exact_stochastic_elements(x[r], sc.tolist(), g, bs, elem, rseed, scheme.pow2,
+                                         r * n)  # fmt: skip
+        assert same(q.elements[r], want), r
+
+
+def _thresholds_and_neighbours(t, f):
+    """ceil(f · 2^62) for t (the fraction of a quantum by which |t| exceeds its lower
+    neighbour, exactly), and random bits at and next to it and at the ends of [0, 2^62)."""
+    a = abs(Fraction(t))
+    if a == 0:
+        return [0, 1, 2**62 - 1]
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    e = e if Fraction(2) ** e <= a else e - 1
+    quantum = Fraction(2) ** (max(e, f.emin) - f.man_bits)
+    u = a / quantum
+    c = math.ceil((u - math.floor(u)) * 2**62)
+    return [v for v in (0, 1, c - 1, c, c + 1, 2**62 - 1) if 0 <= v < 2**62]
+
+
+@settings(max_examples=60, deadline=None)
+@given(elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=1)),
+       seed=st.integers(0, 2**32 - 1))  # fmt: skip
+def test_round_stochastic_saturating_at_every_threshold(elem, seed):
+    """The element rounding itself, run as plain Python, for random bits exactly at, just
+    below and just above each value's threshold ceil(f · 2^62) (where up turns into down),
+    against exact rounding and against the general scalar rounding it replaces, on grid
+    points, midpoints, their neighbours, subnormals, beyond max, zeros and float64's ends."""
+    assume(stochastic_claimed(elem))
+    rng = np.random.default_rng(seed)
+    kst = kblock.stochastic_constants(elem.record)
+    ts = _grid_and_midpoints(elem, rng)
+    ts = np.concatenate([ts, rng.standard_normal(40) * 2.0 ** rng.integers(elem.emin - 4,
+                                                                           elem.emax + 2, 40)])  # fmt: skip
+    for t in ts.tolist():
+        for rand in _thresholds_and_neighbours(t, elem) + [int(rng.integers(0, 2**62))]:
+            got = kblock.round_stochastic_saturating(t, rand, kst)
+            want = round_rational(Fraction(t), elem, "stochastic", saturate=True, rand62=rand,
+                                  zero_sign=math.copysign(1.0, t))  # fmt: skip
+            want = 0.0 if want == 0 and not elem.has_negzero else want
+            assert same([got], [want]), (t, rand, got, want)
+            gen = scalar.round_value(t, elem.record, scalar.STOCHASTIC, 1, 1, rand)
+            assert same([got], [gen]), (t, rand)
+
+
+def test_stochastic_nan_blocks_and_seeds():
+    """A NaN block is NaN on the fast stochastic path and its neighbours are not (MX blocks of
+    32: a row of 40 is a block of 32 and a short one); the general kernel agrees; another seed
+    draws other bits."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((4, 40)) * 3).astype(np.float32)
+    x[2, 5] = np.nan
+    x[3, 39] = -np.inf
+    q = quantize(x, "mxfp4", rounding="stochastic", seed=77)
+    assert np.isnan(q.elements[2, :32]).all() and not np.isnan(q.elements[2, 32:]).any()
+    assert np.isnan(q.elements[3, 32:]).all() and not np.isnan(q.elements[3, :32]).any()
+    assert np.isnan(q.scales[[2, 3], [0, 1]]).all()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kblock, "FAST_PATH", False)
+        assert same(quantize(x, "mxfp4", rounding="stochastic", seed=77).elements, q.elements)
+    other = quantize(x, "mxfp4", rounding="stochastic", seed=78)
+    assert not same(other.elements, q.elements)  # 160 elements, other bits
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(["nvfp4", "mxfp4", "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3"]),
+       shape=st.sampled_from([(3, 37), (37, 3), (2, 5, 40), (7,), (2, 64)]),
+       axis=st.integers(0, 2), seed=st.integers(0, 2**32 - 1))  # fmt: skip
+def test_dequantize_kernel_is_the_exact_product_rounded_once(name, shape, axis, seed):
+    """ScaledTensor.dequantize by the one-pass kernel (the layout quantize writes) == by the
+    numpy route (the same elements in another memory layout) == element · scale · tensor scale
+    taken exactly with Fractions and rounded once to the dtype (float32 overflow: inf), NaN
+    blocks NaN; any axis, ragged last blocks, float32 subnormal results."""
+    assume(axis < len(shape))
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-140, 120, shape)).astype(np.float32)
+    if rng.random() < 0.5:
+        x.flat[int(rng.integers(0, x.size))] = np.nan
+    q = quantize(x, name, axis=axis, tensor_scale=None if name != "nvfp4" else
+                 float(np.float32(2.0 ** rng.integers(-30, 60))))  # fmt: skip
+    other = fpsim.scaling.ScaledTensor(q.scheme, q.axis, np.asfortranarray(q.elements)[...],
+                                       q.scales, q.tensor_scale, q.scale_rounding, q.rounding)  # fmt: skip
+    per = q.block_scales()
+    g = 1 if q.tensor_scale is None else Fraction(q.tensor_scale)
+    for dt, fmt in ((np.float32, fpsim.fp32), (np.float64, fpsim.fp64)):
+        got = q.dequantize(dt)
+        assert got.dtype == dt and got.shape == x.shape
+        assert same(got, other.dequantize(dt))
+        s_only = per / (1.0 if q.tensor_scale is None else q.tensor_scale)  # exact: powers/E4M3
+        want = [math.nan if math.isnan(s) else
+                ref_round(Fraction(e) * Fraction(s) * g, fmt) if e != 0 else e * s
+                for e, s in zip(q.elements.ravel().tolist(), s_only.ravel().tolist(), strict=True)]  # fmt: skip
+        assert same(got.ravel(), want)

@@ -20,9 +20,10 @@ A block holding NaN or ±inf gets a NaN scale, and every element of it is NaN (t
 same). Elements that overflow after scaling saturate to ±max (the MX spec; NVFP4 recipes clamp).
 
 Two kernels: :func:`_blocks`, general (every mode, every format; also the pure-Python run),
-and :func:`_fast_blocks` for nearest-even elements where :func:`fast_path_ok` holds (every
-signed element format with fraction bits), the same results in a few vectorised float64
-instructions per element.
+and :func:`_fast_blocks` for nearest-even and stochastic elements where :func:`fast_path_ok`
+holds (every signed element format with fraction bits; stochastic: a smallest quantum <= 1),
+the same results in a few float64 instructions per element (nearest even: vectorised;
+stochastic: with the same random bits per element as the general kernel).
 """
 
 import math
@@ -32,7 +33,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from . import scalar
-from .fastround import pow2_of
+from .fastround import floor_f64, inv_pow2_of, pow2_of, trunc_f64
 from .record import FLOAT64, unflatten
 
 # How an MX (power-of-two) scale exponent comes from the block's amax. emax is the exponent of
@@ -118,7 +119,13 @@ def div_odd(x, d):
     # for it (odd, and beyond the range of every format a block holds, so it rounds as the
     # exact quotient does in every mode); inf would stay inf in a format with inf.
     q = math.copysign(F64_MAX, x) if (abs(q) == math.inf) & (abs(x) != math.inf) else q
-    return scalar.round_to_odd_f64(q, r)
+    # scalar.round_to_odd_f64(q, r), with the step to the odd neighbour as arithmetic: a
+    # select there compiles to a branch that a quotient by a scale that is not a power of two
+    # takes at random (about 2x slower on random data).
+    bits = scalar.float64_to_bits(q)
+    step = ((r > 0.0) | (r < 0.0)) & ((bits & 1) == 0)  # inexact and even (NaN r: exact)
+    outward = (r > 0.0) == (q > 0.0)  # the exact quotient lies beyond q, away from zero
+    return scalar.bits_to_float64(bits + step * (2 * outward - 1))
 
 
 @register_jitable
@@ -278,30 +285,41 @@ def _blocks_parallel(x, out, scales, nblocks, flat, g, elem_max, scale_min):
 
 
 def fast_path_ok(elem, mode) -> bool:
-    """Whether :func:`round_saturating` rounds exactly like ``scalar.round_value(t, elem,
-    NEAREST_EVEN, subnormals=1, saturate=1)`` for every finite float64 t, so that the fast
-    kernel may quantize blocks of ``elem`` (a FormatRecord) in the rounding ``mode``.
+    """Whether the fast kernel :func:`_fast_blocks` rounds elements of ``elem`` (a
+    FormatRecord) in the rounding ``mode`` exactly as ``scalar.round_value(t, elem, mode,
+    subnormals=1, saturate=1, rand62)`` does for every float64 t it can see: nearest even by
+    :func:`round_saturating`, stochastic by :func:`round_stochastic_saturating`.
 
-    The shifter ``(a + s) - s`` (s = 1.5 · 2^(e + 52 - m), e = binade of a within [emin, emax])
-    rounds a to the multiple of the quantum 2^(e - m) nearest, ties to the even multiple, when
-    a < 2^(e + 51 - m) (m <= 50); the even multiple is the even code only when the code's last
-    bit is the last fraction bit (m >= 1: with no fraction bits, a tie between 2^e and 2^(e+1)
-    goes to the even *exponent*, which the shifter does not know). Gradual underflow is the
-    clamp at emin, which needs subnormals (a format without them flushes). 2^emin, the quantum
-    2^(emin - m) and s at emax must be normal, finite float64 numbers. Signed formats only (the
-    result keeps t's sign; +0 for a format without -0). Saturation is always on in block
-    scaling: a result above max is max, even in a format with inf, as scalar.convert saturates
-    a finite value. (Blocks holding inf or NaN never reach the rounding.)
+    Nearest even. The shifter ``(a + s) - s`` (s = 1.5 · 2^(e + 52 - m), e = binade of a within
+    [emin, emax]) rounds a to the multiple of the quantum 2^(e - m) nearest, ties to the even
+    multiple, when a < 2^(e + 51 - m) (m <= 50); the even multiple is the even code only when
+    the code's last bit is the last fraction bit (m >= 1: with no fraction bits, a tie between
+    2^e and 2^(e+1) goes to the even *exponent*, which the shifter does not know). Gradual
+    underflow is the clamp at emin, which needs subnormals (a format without them flushes).
+    2^emin, the quantum 2^(emin - m) and s at emax must be normal, finite float64 numbers.
+    Signed formats only (the result keeps t's sign; +0 for a format without -0). Saturation is
+    always on in block scaling: a result above max is max, even in a format with inf, as
+    scalar.convert saturates a finite value. (Blocks holding inf or NaN never reach the
+    rounding.)
+
+    Stochastic. u = |t| / q (q the quantum of t's binade within [emin, emax]) is exact when
+    q is a normal float64 at most 1 (1/q is then a power of two >= 1, and scaling up loses no
+    bit, even of a float64 subnormal t); its fraction u - trunc(u) is exact, and so is that
+    fraction times 2^62, the 62-bit threshold ``scalar.round_significand`` compares the
+    random bits with. So, beyond the conditions above: the smallest quantum 2^(emin - m)
+    <= 1.
     """
     m = elem.man_bits
-    return (
-        mode == scalar.NEAREST_EVEN
-        and elem.signed == 1
+    ok = (
+        elem.signed == 1
         and elem.has_subnormals == 1
         and 1 <= m <= 50
         and scalar.emin_of(elem) - m >= -1022
         and scalar.emax_of(elem) + 52 - m <= 1022
     )
+    if mode == scalar.STOCHASTIC:
+        return ok and scalar.emin_of(elem) - m <= 0
+    return ok and mode == scalar.NEAREST_EVEN
 
 
 def saturating_constants(elem) -> tuple:
@@ -328,6 +346,49 @@ def round_saturating(t, k):
     y = min((a + s) - s, maxv)  # a rounded to the quantum 2^(e - m) by the addition's own
     # nearest even; beyond the range (a >= 2^(emax + 1) lands there too) max
     return math.copysign(y, t) + zero
+
+
+def stochastic_constants(elem) -> tuple:
+    """``(2^emin, 2^emax, 2^m, 2^-m, max, zero)`` of the element format (a FormatRecord) for
+    :func:`round_stochastic_saturating` (``zero``: as in :func:`saturating_constants`)."""
+    m = elem.man_bits
+    two_emin, two_emax, _, maxv, zero = saturating_constants(elem)
+    return (two_emin, two_emax, 2.0**m, 2.0**-m, maxv, zero)
+
+
+TWO_52 = 4503599627370496.0  # 2^52: an integer below it is the low bits of 2^52 + it
+TWO_52_BITS = 0x4330000000000000
+
+
+@register_jitable
+def round_stochastic_saturating(t, rand62, kst):
+    """The float64 ``t`` rounded stochastically to the element format of the constants ``kst``
+    (:func:`stochastic_constants`), saturating to ±max: away from zero when ``rand62 <
+    ceil(f · 2^62)``, f the fraction of a quantum by which |t| exceeds its lower neighbour
+    (probability ``ceil(f · 2^62) / 2^62``) -- ``scalar.round_significand``'s rule, so the same
+    random bits give the same result. Exact where :func:`fast_path_ok` holds for stochastic
+    rounding; branch-free float instructions (and integer ones on the random bits), no
+    float-to-integer conversion: the loop vectorises.
+
+    u = |t| / q (q = 2^(e - m), e the binade of |t| within [emin, emax]) is exact, as are its
+    fraction u - trunc(u) and y = that fraction · 2^62 (scalings up by powers of two). For the
+    integer rand62 = hi · 2^32 + lo, rand62 < ceil(y) iff rand62 < y iff hi < floor(y / 2^32),
+    or hi equals it and lo < the exact rest: every comparison is between float64s that hold
+    their values exactly (hi < 2^30 and lo < 2^32, read as floats by the 2^52 trick). A NaN t
+    (the elements of a NaN block, overwritten by the caller) gives NaN."""
+    two_emin, two_emax, two_m, inv_two_m, maxv, zero = kst
+    a = abs(t)
+    p = min(max(pow2_of(a), two_emin), two_emax)
+    u = a * (inv_pow2_of(p) * two_m)  # |t| in quanta, exactly
+    n = trunc_f64(u)
+    z = (u - n) * 1073741824.0  # y / 2^32 = f · 2^30, exactly
+    zh = floor_f64(z)
+    zl = (z - zh) * 4294967296.0  # y - zh · 2^32, exactly
+    hi = scalar.bits_to_float64(TWO_52_BITS | (rand62 >> 32)) - TWO_52
+    lo = scalar.bits_to_float64(TWO_52_BITS | (rand62 & 0xFFFFFFFF)) - TWO_52
+    up = (hi < zh) | ((hi == zh) & (lo < zl))
+    r = min((n + up) * (p * inv_two_m), maxv)  # one quantum up when up; beyond max: max
+    return math.copysign(r, t) + zero  # + zero: +0 for a format without -0
 
 
 def recip_ok(dtype, elem, sfmt) -> bool:
@@ -366,13 +427,18 @@ def round_quotient(x, r, d, k):
 
 
 def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min, k, ks,
-                 inf_bits, recip):  # fmt: skip
+                 inf_bits, recip, kst):  # fmt: skip
     """Quantize blocks ``blk0 .. blk1 - 1`` of the rows of length ``n`` of the flat
     C-contiguous ``x`` (``xi``: the same memory as signed integers of x's width, ``inf_bits``
     the pattern of inf there) into the flat ``out`` and ``scales`` (one per block), as
-    :func:`_blocks` does, in nearest even where :func:`fast_path_ok` holds for the element
-    format (``k``: its :func:`saturating_constants`). ``ks``: the scale format's, or an empty
-    tuple where a float scale must take the general rounding.
+    :func:`_blocks` does, where :func:`fast_path_ok` holds for the element format and the
+    mode ``flat[22]``, nearest even or stochastic (``k``: the element format's
+    :func:`saturating_constants`, ``kst`` its :func:`stochastic_constants`). ``ks``: the scale
+    format's, or an empty tuple where a float scale must take the general rounding.
+
+    Stochastic rounding draws element i's 62 random bits as the general kernel does,
+    ``scalar.random62(seed, i)`` with i the element's flat index in x (row · n + column), so
+    the results are the same bit for bit.
 
     ``recip``: a float-scale element is :func:`round_quotient` (a multiplication by 1/d) instead
     of ``round(div_odd(x, d))`` (see there for when that is the same).
@@ -385,7 +451,7 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
     elem = unflatten(flat, 0)
     sfmt = unflatten(flat, 10)
     s_emin, s_emax = scalar.emin_of(sfmt), scalar.emax_of(sfmt)  # the scale exponents held
-    kind, srule, bs = flat[20], flat[21], flat[24]
+    kind, srule, mode, seed, bs = flat[20], flat[21], flat[22], flat[23], flat[24]
     nb = (n + bs - 1) // bs
     m = blk1 - blk0
     emax = scalar.emax_of(elem)
@@ -450,7 +516,20 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
     fe = np.empty(size)
     xs = x[base : base + size]
     os = out[base : base + size]
-    if kind == POW2:
+    if mode == scalar.STOCHASTIC:
+        for j in range(m):
+            fe[start[j] - base : end[j] - base] = factor[j]
+        ka, kb = scalar.random62_keys(seed)
+        if kind == POW2:
+            for i in range(size):
+                rand = scalar.random62_keyed(ka, kb, base + i)
+                os[i] = round_stochastic_saturating(np.float64(xs[i]) * fe[i], rand, kst)
+        else:
+            for i in range(size):
+                rand = scalar.random62_keyed(ka, kb, base + i)
+                os[i] = round_stochastic_saturating(div_odd(np.float64(xs[i]), fe[i]), rand,
+                                                    kst)  # fmt: skip
+    elif kind == POW2:
         for j in range(m):
             fe[start[j] - base : end[j] - base] = factor[j]
         for i in range(size):
@@ -472,16 +551,20 @@ def _fast_blocks(x, xi, out, scales, blk0, blk1, n, flat, g, elem_max, scale_min
             out[start[j] : end[j]] = math.nan
 
 
-_fast_blocks_jit = njit(cache=True, nogil=True)(_fast_blocks)
+# error_model="numpy": a float division by zero gives inf/NaN instead of raising, so numba
+# emits no zero test before each division and LLVM vectorises div_odd's loop (4x faster). The
+# fast kernel never divides by zero: every divisor is a scale of at least the scale format's
+# smallest normal times a positive float32 tensor scale (> 2^-300), or NaN (NaN blocks).
+_fast_blocks_jit = njit(cache=True, nogil=True, error_model="numpy")(_fast_blocks)
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _fast_parallel(x, xi, out, scales, nblocks, n, flat, g, elem_max, scale_min, k, ks,
-                   inf_bits, recip):  # fmt: skip
+                   inf_bits, recip, kst):  # fmt: skip
     ntasks = (nblocks + CHUNK - 1) // CHUNK
     for t in prange(ntasks):
         _fast_blocks_jit(x, xi, out, scales, t * CHUNK, min((t + 1) * CHUNK, nblocks), n, flat,
-                         g, elem_max, scale_min, k, ks, inf_bits, recip)  # fmt: skip
+                         g, elem_max, scale_min, k, ks, inf_bits, recip, kst)  # fmt: skip
 
 
 FAST_PATH = True  # tests switch it off to run the general kernel compiled
@@ -502,13 +585,14 @@ def quantize_blocks(x: np.ndarray, out: np.ndarray, scales: np.ndarray, flat: tu
         _blocks(x, out, scales, 0, nblocks, *args)
     elif FAST_PATH and fast_path_ok(elem, flat[22]):
         sfmt = unflatten(flat, 10)
-        recip = recip_ok(x.dtype, elem, sfmt)
+        recip = flat[22] == scalar.NEAREST_EVEN and recip_ok(x.dtype, elem, sfmt)
         it = np.int32 if x.dtype == np.float32 else np.int64
         inf_bits = it(0x7F800000) if it is np.int32 else it(0x7FF0000000000000)
         xf = x.reshape(-1)
         fargs = (out.reshape(-1), scales.reshape(-1))
         ks = saturating_constants(sfmt) if fast_path_ok(sfmt, flat[21]) else ()
-        more = (x.shape[1], *args, saturating_constants(elem), ks, inf_bits, recip)
+        more = (x.shape[1], *args, saturating_constants(elem), ks, inf_bits, recip,
+                stochastic_constants(elem))  # fmt: skip
         if x.size >= PARALLEL_MIN:
             _fast_parallel(xf, xf.view(it), *fargs, nblocks, *more)
         else:
@@ -517,6 +601,28 @@ def quantize_blocks(x: np.ndarray, out: np.ndarray, scales: np.ndarray, flat: tu
         _blocks_parallel(x, out, scales, nblocks, *args)
     else:
         _blocks_jit(x, out, scales, 0, nblocks, *args)
+
+
+# ---- dequantization ----------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def dequantize_blocks(el, scales, g, bs, out):
+    """``out[r, i] = el[r, i] · (scales[r, i // bs] · g)``, the products taken in float64 and
+    stored in out's dtype (float32: rounded once to nearest even): the 2-D float32 elements
+    ``el`` (rows × n) of blocks of ``bs`` along the rows, their float64 ``scales`` (rows ×
+    blocks) and the tensor scale ``g`` (1.0 for none). One pass, no temporaries (numpy's
+    ``(el.astype(float64) * scales_per_element).astype(out.dtype)`` takes four)."""
+    n = el.shape[1]
+    for r in range(el.shape[0]):
+        er = el[r]
+        orow = out[r]
+        for j in range(scales.shape[1]):
+            f = scales[r, j] * g
+            lo = j * bs
+            hi = min(lo + bs, n)
+            e = er[lo:hi]  # fresh 1-D slices: the loop vectorises
+            o = orow[lo:hi]
+            for i in range(hi - lo):
+                o[i] = np.float64(e[i]) * f
 
 
 # ---- the largest magnitude of a whole tensor (NVFP4's per-tensor scale) -----------------------
