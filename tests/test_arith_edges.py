@@ -776,3 +776,18 @@ def test_autograd_matmul_of_empty_operands(acc, m, k, n):
     assert (c.detach().numpy() == 0).all() and not np.signbit(c.detach().numpy()).any()
     c.sum().backward()
     assert a.grad.shape == (m, k) and b.grad.shape == (k, n)
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3fnuz", "fp8_e5m2fnuz"])
+def test_negative_zero_is_refused_by_formats_without_it(name):
+    """-0.0 is not a value of an fnuz format (its code is NaN; round_to gives +0.0): the check
+    refuses it with a message naming it and where it is, on both containers (it used to fail
+    with an IndexError while building that message, found in review)."""
+    assert float(np.copysign(1.0, fpsim.round_to(-0.0, name))) == 1.0  # the definition: +0
+    for dt in (np.float32, np.float64):
+        x = np.array([[1.0, 0.0], [-0.0, 2.0]], dt)
+        with pytest.raises(ValueError, match=re.escape("e.g. -0.0 at index (1, 0)")):
+            arith.add(x, np.ones_like(x), name)
+        with pytest.raises(ValueError, match=re.escape("e.g. -0.0 at index (1, 0)")):
+            arith.matmul(x, np.ones_like(x), name)
+    assert arith.add(np.array([0.0]), np.array([1.0]), name).tolist() == [1.0]

@@ -49,6 +49,7 @@ numba keys its on-disk cache on this file: after editing ``scalar.py``, ``fastro
 All kernels take float32 or float64 arrays (one dtype per call); they compute in float64.
 """
 
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -108,7 +109,17 @@ def _fast_ok(fmt):
 
 def _record(p) -> FormatRecord:
     """A format record of Python ints (one numba type for every format)."""
+    if type(p) is FormatRecord:
+        return p  # Format.record: already one (the common case, on every operation)
     return FormatRecord(*(int(v) for v in p))
+
+
+@functools.lru_cache(maxsize=256)
+def _check_forms(fmt: FormatRecord) -> tuple[bool, bool]:
+    """Whether the float form, and the integer form, of nearest even are exact for the format
+    in a float64 (decided once per format: the checks run on every operation)."""
+    return (bool(nearest_float.nearest_even_float_ok(FLOAT64, fmt)),
+            bool(scalar.nearest_even_fast_ok(FLOAT64, fmt)))  # fmt: skip
 
 
 # ---- input check -------------------------------------------------------------------------------
@@ -179,14 +190,12 @@ def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
     exactly values of the format (a FormatRecord) (any format; every float64
     is a binary64 value, so callers skip binary64)."""
     fmt = _record(fmt_params)
-    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):
-        kernel = _count_float
-    elif scalar.nearest_even_fast_ok(FLOAT64, fmt):
-        kernel = _count_fast
-    else:
-        kernel = _count_general
+    float_ok, fast_ok = _check_forms(fmt)
+    kernel = _count_float if float_ok else _count_fast if fast_ok else _count_general
+    if x.size < PARALLEL_MIN:
+        return int(kernel(x, 0, x.size, fmt))
     nthreads = _threads() or 1
-    if x.size < PARALLEL_MIN or nthreads == 1:
+    if nthreads == 1:
         return int(kernel(x, 0, x.size, fmt))
     pool = _thread_pool(nthreads)
     bounds = [x.size * c // (4 * nthreads) for c in range(4 * nthreads + 1)]
@@ -220,7 +229,7 @@ def round_nearest(x: np.ndarray, out: np.ndarray, fmt_params: tuple) -> None:
     1-D float32/float64 arrays of one size (``out`` float64 where the format does not fit in
     float32)."""
     fmt = _record(fmt_params)
-    if nearest_float.nearest_even_float_ok(FLOAT64, fmt):
+    if _check_forms(fmt)[0]:
         _round_nearest_float(x, out, fmt)
     else:
         _round_nearest_body(x, out, fmt)

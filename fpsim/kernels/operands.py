@@ -105,9 +105,11 @@ def check_values(arr: np.ndarray, f: Format, name: str) -> None:
         return
     rounded = np.empty(flat.size, np.float64)
     arith_cpu.round_nearest(flat, rounded, f.record)  # the rounding the check itself uses
-    bad = np.flatnonzero((rounded != flat) & ~np.isnan(flat))
+    # compared as bits, as the count does: -0 is not a value of a format without -0 (fnuz)
+    moved = rounded.view(np.int64) != flat.astype(np.float64).view(np.int64)
+    bad = np.flatnonzero(moved & ~np.isnan(flat))
     i = int(bad[0])
-    where = "" if arr.ndim == 0 else f" at index {np.unravel_index(i, arr.shape)}"
+    where = "" if arr.ndim == 0 else f" at index {tuple(map(int, np.unravel_index(i, arr.shape)))}"
     v = float(flat[i])
     raise ValueError(
         f"{name} holds {len(bad)} value(s) that are not {f.name} values, e.g. {v!r}{where} "
