@@ -29,6 +29,7 @@ from numba import njit
 from numba.extending import register_jitable
 
 LUT_BITS = 12
+PREFIX_BITS = 15  # the prefix table of a wide format: 2^15 entries
 SMALL_FORMAT_BITS = 16  # magnitudes of at most 15 bits: one look-up table of every slot
 
 
@@ -103,7 +104,9 @@ def histogram_bits(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift
     not settle it (zero, subnormals, inf/NaN, a bucket holding two thresholds); such values
     are placed afterwards by :func:`slot_of`. The main loop is a load,
     a look-up and an increment, with no call: a call numba does not inline costs more than the
-    whole count."""
+    whole count. fp32 takes :func:`histogram_fp32` (the same counts, faster)."""
+    if exp_bits == 8 and man_bits == 23 and prefix_shift == FP32_SHIFT:
+        return histogram_fp32(bits, bias, first, thresholds, lut, shift, prefix, table)
     magmask = (1 << (exp_bits + man_bits)) - 1
     lowmask = (1 << prefix_shift) - 1
     ncols = thresholds.size + 2
@@ -164,6 +167,96 @@ def histogram_bits(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift
         s = slot_of(mag, exp_bits, man_bits, bias, first, ncols, nslots, lut, shift)
         if s < 0:
             s = -1 - s + count_past(fraction_of(mag, man_bits), thresholds)
+        table[s] += 1
+        if s != nslots - 1:
+            top = max(top, mag)
+    return top
+
+
+FP32_SHIFT = 23 - (PREFIX_BITS - 8)  # fp32's prefix_shift (7 fraction bits in the prefix)
+
+
+@njit(cache=True, nogil=True)
+def histogram_fp32(bits, bias, first, thresholds, lut, shift, prefix, table):
+    """:func:`histogram_bits` for fp32 (``exp_bits=8, man_bits=23``, ``prefix_shift=16``):
+    the same counts, ~2x faster.
+
+    The masks and shifts are literals here (a shift by a variable costs more), and the loop
+    takes eight values at a time, each with its own load, look-up and increment: on the AMD
+    machines this was measured on, one increment instruction that keeps hitting a few
+    counters can fall into a mode where every increment waits for the one before
+    (~3 ns/value instead of ~0.5, depending on where the code lands in memory); eight
+    separate ones did not. A group of eight with any prefix entry of -1 takes the careful
+    path, value by value; the largest magnitude is a separate pass (int32: vectorised)."""
+    ncols = thresholds.size + 2
+    nslots = table.size
+    rare = np.empty(min(bits.size, RARE_BUFFER), np.int64)
+    n_rare = 0
+    n = bits.size
+    n8 = n - (n & 7)
+    for i in range(0, n8, 8):
+        m0 = np.int64(bits[i]) & 0x7FFFFFFF
+        m1 = np.int64(bits[i + 1]) & 0x7FFFFFFF
+        m2 = np.int64(bits[i + 2]) & 0x7FFFFFFF
+        m3 = np.int64(bits[i + 3]) & 0x7FFFFFFF
+        m4 = np.int64(bits[i + 4]) & 0x7FFFFFFF
+        m5 = np.int64(bits[i + 5]) & 0x7FFFFFFF
+        m6 = np.int64(bits[i + 6]) & 0x7FFFFFFF
+        m7 = np.int64(bits[i + 7]) & 0x7FFFFFFF
+        e0 = prefix[m0 >> 16]
+        e1 = prefix[m1 >> 16]
+        e2 = prefix[m2 >> 16]
+        e3 = prefix[m3 >> 16]
+        e4 = prefix[m4 >> 16]
+        e5 = prefix[m5 >> 16]
+        e6 = prefix[m6 >> 16]
+        e7 = prefix[m7 >> 16]
+        if (e0 | e1 | e2 | e3 | e4 | e5 | e6 | e7) < 0:  # one of them is not settled
+            for u in range(8):
+                mag = np.int64(bits[i + u]) & 0x7FFFFFFF
+                entry = prefix[mag >> 16]
+                if entry >= 0:
+                    table[_unpack(entry, mag & 0xFFFF)] += 1
+                elif mag == 0:
+                    table[nslots - 2] += 1
+                else:
+                    if n_rare < rare.size:
+                        rare[n_rare] = i + u
+                    n_rare += 1
+            continue
+        table[_unpack(e0, m0 & 0xFFFF)] += 1
+        table[_unpack(e1, m1 & 0xFFFF)] += 1
+        table[_unpack(e2, m2 & 0xFFFF)] += 1
+        table[_unpack(e3, m3 & 0xFFFF)] += 1
+        table[_unpack(e4, m4 & 0xFFFF)] += 1
+        table[_unpack(e5, m5 & 0xFFFF)] += 1
+        table[_unpack(e6, m6 & 0xFFFF)] += 1
+        table[_unpack(e7, m7 & 0xFFFF)] += 1
+    top32 = np.int32(-1)
+    for i in range(n8):
+        top32 = max(top32, np.int32(bits[i] & 0x7FFFFFFF))
+    top = np.int64(top32)
+    if top >= 0x7F800000:  # inf or NaN among them: the largest finite one
+        top = -1
+        for i in range(n8):
+            mag = np.int64(bits[i]) & 0x7FFFFFFF
+            if mag < 0x7F800000:
+                top = max(top, mag)
+    # the values the prefix could not place, and the last few (see histogram_bits)
+    scan_all = n_rare > rare.size
+    n_rest = n - n8
+    for j in range(n if scan_all else n_rare + n_rest):
+        if scan_all:
+            i = j
+            m = np.int64(bits[i]) & 0x7FFFFFFF
+            if i < n8 and (m == 0 or prefix[m >> 16] >= 0):
+                continue  # placed by the first loop
+        else:
+            i = rare[j] if j < n_rare else n8 + j - n_rare
+        mag = np.int64(bits[i]) & 0x7FFFFFFF
+        s = slot_of(mag, 8, 23, bias, first, ncols, nslots, lut, shift)
+        if s < 0:
+            s = -1 - s + count_past(fraction_of(mag, 23), thresholds)
         table[s] += 1
         if s != nslots - 1:
             top = max(top, mag)
@@ -372,8 +465,6 @@ def lookup(thresholds: tuple[int, ...], man_bits: int) -> tuple[np.ndarray, int]
     lut.flags.writeable = False
     return lut, shift
 
-
-PREFIX_BITS = 15  # the prefix table of a wide format: 2^15 entries
 
 
 @functools.lru_cache(maxsize=64)
