@@ -357,7 +357,7 @@ def test_report_outputs_agree():
     assert len(fig.axes[0].get_yticklabels()) == len(rep.scale_window("fp16").tensors)
 
 
-AMAXES = [0.0, 1e-45, 2.0**-149, 3.5, 448.0, 449.0, 1e30, 3.4028235e38, 3.5e38, 1e300,
+AMAXES = [0.0, 5e-324, 7e-46, 1e-45, 2.0**-149, 3.5, 448.0, 449.0, 1e30, 3.4028235e38, 3.5e38, 1e300,
           math.inf, math.nan, 7.000001e-3, 2.0**-126 * 1.75, 65504.0, 57344.0 * (1 + 2.0**-23)]
 
 
