@@ -105,8 +105,10 @@ def histogram_bits(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift
     are placed afterwards by :func:`slot_of`. The main loop is a load,
     a look-up and an increment, with no call: a call numba does not inline costs more than the
     whole count. fp32 takes :func:`histogram_fp32` (the same counts, faster)."""
-    if exp_bits == 8 and man_bits == 23 and prefix_shift == FP32_SHIFT:
-        return histogram_fp32(bits, bias, first, thresholds, lut, shift, prefix, table)
+    if exp_bits == 8 and man_bits == 23 and prefix_shift == FP32_SHIFT and bits.itemsize == 4:
+        # (as int32: one compiled version, whatever integers histogram_bits is compiled for)
+        return histogram_fp32(bits.view(np.int32), bias, first, thresholds, lut, shift, prefix,
+                              table)  # fmt: skip
     magmask = (1 << (exp_bits + man_bits)) - 1
     lowmask = (1 << prefix_shift) - 1
     ncols = thresholds.size + 2
@@ -461,29 +463,42 @@ def _pointer_to(width):
 _int16_at, _int32_at, _int64_at = _pointer_to(16), _pointer_to(32), _pointer_to(64)
 
 
+# count_and_add of the n codes stored from an address on, contiguous and in native byte order:
+# what fpsim.torch.watch does with a CPU tensor's memory (Tensor.data_ptr()), without making a
+# numpy view of it for each tensor (a few microseconds each, ~90 tensors a step). The caller
+# keeps that memory alive and unchanged during the call. One function per width, so that the
+# first call compiles only the width it reads.
 @njit(cache=True, nogil=True)
-def count_and_add_at(address, n, width, exp_bits, man_bits, bias, first, thresholds, lut, shift,
-                     prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past,
-                     bound_b, bound_cuts, fmax, zones):  # fmt: skip
-    """:func:`count_and_add` of the ``n`` codes of ``width`` bytes (2, 4 or 8) stored from
-    ``address`` on, contiguous and in native byte order: what :func:`fpsim.torch.watch` does
-    with a CPU tensor's memory (``Tensor.data_ptr()``), without making a numpy view of it for
-    each tensor (a few microseconds each, ~90 tensors a step). The caller keeps that memory
-    alive and unchanged during the call."""
-    if width == 2:
-        bits16 = carray(_int16_at(address), n)
-        return count_and_add(bits16, exp_bits, man_bits, bias, first, thresholds, lut, shift,
-                             prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2,
-                             past, bound_b, bound_cuts, fmax, zones)  # fmt: skip
-    if width == 4:
-        bits32 = carray(_int32_at(address), n)
-        return count_and_add(bits32, exp_bits, man_bits, bias, first, thresholds, lut, shift,
-                             prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2,
-                             past, bound_b, bound_cuts, fmax, zones)  # fmt: skip
-    bits64 = carray(_int64_at(address), n)
-    return count_and_add(bits64, exp_bits, man_bits, bias, first, thresholds, lut, shift,
-                         prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2,
-                         past, bound_b, bound_cuts, fmax, zones)  # fmt: skip
+def count_and_add_at16(address, n, exp_bits, man_bits, bias, first, thresholds, lut, shift,
+                       prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past,
+                       bound_b, bound_cuts, fmax, zones):  # fmt: skip
+    """:func:`count_and_add` of the ``n`` 16-bit codes from ``address`` on."""
+    bits = carray(_int16_at(address), n)
+    return count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift, prefix,
+                         prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past, bound_b,
+                         bound_cuts, fmax, zones)  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def count_and_add_at32(address, n, exp_bits, man_bits, bias, first, thresholds, lut, shift,
+                       prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past,
+                       bound_b, bound_cuts, fmax, zones):  # fmt: skip
+    """:func:`count_and_add` of the ``n`` 32-bit codes from ``address`` on."""
+    bits = carray(_int32_at(address), n)
+    return count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift, prefix,
+                         prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past, bound_b,
+                         bound_cuts, fmax, zones)  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def count_and_add_at64(address, n, exp_bits, man_bits, bias, first, thresholds, lut, shift,
+                       prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past,
+                       bound_b, bound_cuts, fmax, zones):  # fmt: skip
+    """:func:`count_and_add` of the ``n`` 64-bit codes from ``address`` on."""
+    bits = carray(_int64_at(address), n)
+    return count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift, prefix,
+                         prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past, bound_b,
+                         bound_cuts, fmax, zones)  # fmt: skip
 
 
 def thresholds_for(cuts, man_bits: int) -> np.ndarray:

@@ -395,16 +395,15 @@ class RangeHistogram:
         eb, mb, bias = f.exp_bits, f.man_bits, f.bias
 
         if at_address:
-            width = f.bits // 8
-            if width not in (2, 4, 8):
+            count_at = {16: _khist.count_and_add_at16, 32: _khist.count_and_add_at32,
+                        64: _khist.count_and_add_at64}.get(f.bits)  # fmt: skip
+            if count_at is None:
                 raise ValueError(f"at_address reads 16-, 32- or 64-bit codes, not {f.name}'s")
-            count_at = _khist.count_and_add_at
 
             def add(address: int, n: int, k: int, zones: np.ndarray) -> float:
                 ok, amax, zero, nonfinite = count_at(
-                    address, n, width, eb, mb, bias, first, thr, lut, shift, prefix, pshift,
-                    slots, k0, k, _EMIN, self.counts, self.exact_powers, self._past, b, i, fmax,
-                    zones,
+                    address, n, eb, mb, bias, first, thr, lut, shift, prefix, pshift, slots, k0,
+                    k, _EMIN, self.counts, self.exact_powers, self._past, b, i, fmax, zones,
                 )  # fmt: skip
                 if not ok:
                     raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
