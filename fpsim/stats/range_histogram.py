@@ -394,6 +394,14 @@ class RangeHistogram:
         b, i, fmax = self._zone_plan(tuple(tensor_formats))
         eb, mb, bias = f.exp_bits, f.man_bits, f.bias
 
+        def added(result: tuple, k: int) -> float:
+            ok, amax, zero, nonfinite = result
+            if not ok:
+                raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
+            self.zero += zero
+            self.nonfinite += nonfinite
+            return amax
+
         if at_address:
             count_at = {16: _khist.count_and_add_at16, 32: _khist.count_and_add_at32,
                         64: _khist.count_and_add_at64}.get(f.bits)  # fmt: skip
@@ -401,29 +409,19 @@ class RangeHistogram:
                 raise ValueError(f"at_address reads 16-, 32- or 64-bit codes, not {f.name}'s")
 
             def add(address: int, n: int, k: int, zones: np.ndarray) -> float:
-                ok, amax, zero, nonfinite = count_at(
+                return added(count_at(
                     address, n, eb, mb, bias, first, thr, lut, shift, prefix, pshift, slots, k0,
                     k, _EMIN, self.counts, self.exact_powers, self._past, b, i, fmax, zones,
-                )  # fmt: skip
-                if not ok:
-                    raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
-                self.zero += zero
-                self.nonfinite += nonfinite
-                return amax
+                ), k)  # fmt: skip
 
         else:
             count = _khist.count_and_add
 
             def add(bits: np.ndarray, k: int, zones: np.ndarray) -> float:
-                ok, amax, zero, nonfinite = count(
+                return added(count(
                     bits, eb, mb, bias, first, thr, lut, shift, prefix, pshift, slots, k0, k,
                     _EMIN, self.counts, self.exact_powers, self._past, b, i, fmax, zones,
-                )  # fmt: skip
-                if not ok:
-                    raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
-                self.zero += zero
-                self.nonfinite += nonfinite
-                return amax
+                ), k)  # fmt: skip
 
         self._adders[key] = add
         return add
