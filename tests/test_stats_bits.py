@@ -126,3 +126,27 @@ def test_many_values_off_the_fast_path(n):
     h2 = RangeHistogram(FORMATS)
     h2.add_bits(bits, "fp32", tensor_formats=FORMATS, tensor_zones=z)
     assert same(h2, general(vals))
+
+
+@pytest.mark.parametrize("layout", ["fp16", "bf16", "fp32", "fp64"])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data(), k=st.integers(-20, 20), reps=st.sampled_from([1, 3, 40]))
+def test_adder_at_an_address_equals_the_array_adder(layout, data, k, reps):
+    """bits_adder(at_address=True) (what a watch does with a CPU tensor's memory) against the
+    same adder given the numpy array, on random bit patterns with specials (both then against
+    the general path through float64 values, scaled by 2^k)."""
+    width = np.dtype(LAYOUTS[layout][1]).itemsize * 8
+    k = 0 if layout == "fp64" else k  # (fp64 x 2^k can leave float64)
+    specials = [0, 1 << (width - 1), 1]  # +0, -0, the smallest subnormal
+    ints = data.draw(st.lists(st.one_of(st.integers(0, 2**width - 1), st.sampled_from(specials)),
+                              min_size=1, max_size=120))  # fmt: skip
+    bits, vals = codes(layout, ints * reps)
+    by_array, at_address = RangeHistogram(FORMATS), RangeHistogram(FORMATS)
+    z1, z2 = np.zeros((2, len(FORMATS), 6), np.int64)
+    a1 = by_array.bits_adder(layout, FORMATS)(bits, k, z1)
+    a2 = at_address.bits_adder(layout, FORMATS, at_address=True)(bits.ctypes.data, bits.size,
+                                                                 k, z2)  # fmt: skip
+    assert a1 == a2 and np.array_equal(z1, z2) and same(by_array, at_address)
+    assert same(at_address, general(vals.astype(np.float64) * 2.0**k))
+    with pytest.raises(ValueError, match="16-, 32- or 64-bit"):
+        at_address.bits_adder("fp8_e5m2", FORMATS, at_address=True)

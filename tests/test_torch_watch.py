@@ -357,7 +357,7 @@ def test_report_outputs_agree():
     assert len(fig.axes[0].get_yticklabels()) == len(rep.scale_window("fp16").tensors)
 
 
-AMAXES = [0.0, 1e-45, 2.0**-149, 3.5, 448.0, 449.0, 1e30, 3.4028235e38, 3.5e38, 1e300,
+AMAXES = [0.0, 5e-324, 7e-46, 1e-45, 2.0**-149, 3.5, 448.0, 449.0, 1e30, 3.4028235e38, 3.5e38, 1e300,
           math.inf, math.nan, 7.000001e-3, 2.0**-126 * 1.75, 65504.0, 57344.0 * (1 + 2.0**-23)]
 
 
@@ -569,3 +569,28 @@ def test_one_call_path_equals_a_plain_count_on_every_dtype_and_edge(dtype):
         else:  # float32 could round these twice: exact rounding instead
             want = zones_by_ref_round(y, f)
         assert rec.zones(f, "per_tensor") == {k: 2 * v for k, v in want.items()}, f
+
+
+class _Tagged(torch.Tensor):
+    """A tensor subclass (its memory need not hold its values in general: the watch reads such
+    tensors through numpy, not straight from data_ptr())."""
+
+
+def test_subclass_and_offset_views_are_counted_by_their_values():
+    """A tensor subclass, a contiguous view starting inside its storage (data_ptr() past the
+    first element) and a plain tensor: zones against ml_dtypes casts of the float32 values."""
+    rng = np.random.default_rng(3)
+    codes = rng.integers(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32)
+    x = codes.view(np.float32)
+    base = torch.from_numpy(x.copy())
+    tensors = [base[3:], base[3:].as_subclass(_Tagged), base[:4096].reshape(64, 64)[1:]]
+    model = Through()
+    with ft.watch(model, formats=FORMATS, kinds="activation") as w:
+        for t in tensors:
+            model(t)
+    rec = w.report()["", "activation"]
+    values = np.concatenate([t.numpy() if type(t) is torch.Tensor else t.as_subclass(
+        torch.Tensor).numpy() for t in tensors], axis=None)  # fmt: skip
+    assert rec.counted == values.size
+    for f in FORMATS:
+        assert rec.zones(f) == zones_by_cast(values, f), f

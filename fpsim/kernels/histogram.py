@@ -25,10 +25,11 @@ import functools
 import math
 
 import numpy as np
-from numba import njit
-from numba.extending import register_jitable
+from numba import carray, njit, types
+from numba.extending import intrinsic, register_jitable
 
 LUT_BITS = 12
+PREFIX_BITS = 15  # the prefix table of a wide format: 2^15 entries
 SMALL_FORMAT_BITS = 16  # magnitudes of at most 15 bits: one look-up table of every slot
 
 
@@ -103,7 +104,11 @@ def histogram_bits(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift
     not settle it (zero, subnormals, inf/NaN, a bucket holding two thresholds); such values
     are placed afterwards by :func:`slot_of`. The main loop is a load,
     a look-up and an increment, with no call: a call numba does not inline costs more than the
-    whole count."""
+    whole count. fp32 takes :func:`histogram_fp32` (the same counts, faster)."""
+    if exp_bits == 8 and man_bits == 23 and prefix_shift == FP32_SHIFT and bits.itemsize == 4:
+        # (as int32: one compiled version, whatever integers histogram_bits is compiled for)
+        return histogram_fp32(bits.view(np.int32), bias, first, thresholds, lut, shift, prefix,
+                              table)  # fmt: skip
     magmask = (1 << (exp_bits + man_bits)) - 1
     lowmask = (1 << prefix_shift) - 1
     ncols = thresholds.size + 2
@@ -164,6 +169,96 @@ def histogram_bits(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift
         s = slot_of(mag, exp_bits, man_bits, bias, first, ncols, nslots, lut, shift)
         if s < 0:
             s = -1 - s + count_past(fraction_of(mag, man_bits), thresholds)
+        table[s] += 1
+        if s != nslots - 1:
+            top = max(top, mag)
+    return top
+
+
+FP32_SHIFT = 23 - (PREFIX_BITS - 8)  # fp32's prefix_shift (7 fraction bits in the prefix)
+
+
+@njit(cache=True, nogil=True)
+def histogram_fp32(bits, bias, first, thresholds, lut, shift, prefix, table):
+    """:func:`histogram_bits` for fp32 (``exp_bits=8, man_bits=23``, ``prefix_shift=16``):
+    the same counts, ~2x faster.
+
+    The masks and shifts are literals here (a shift by a variable costs more), and the loop
+    takes eight values at a time, each with its own load, look-up and increment: on the AMD
+    machines this was measured on, one increment instruction that keeps hitting a few
+    counters can fall into a mode where every increment waits for the one before
+    (~3 ns/value instead of ~0.5, depending on where the code lands in memory); eight
+    separate ones did not. A group of eight with any prefix entry of -1 takes the careful
+    path, value by value; the largest magnitude is a separate pass (int32: vectorised)."""
+    ncols = thresholds.size + 2
+    nslots = table.size
+    rare = np.empty(min(bits.size, RARE_BUFFER), np.int64)
+    n_rare = 0
+    n = bits.size
+    n8 = n - (n & 7)
+    for i in range(0, n8, 8):
+        m0 = np.int64(bits[i]) & 0x7FFFFFFF
+        m1 = np.int64(bits[i + 1]) & 0x7FFFFFFF
+        m2 = np.int64(bits[i + 2]) & 0x7FFFFFFF
+        m3 = np.int64(bits[i + 3]) & 0x7FFFFFFF
+        m4 = np.int64(bits[i + 4]) & 0x7FFFFFFF
+        m5 = np.int64(bits[i + 5]) & 0x7FFFFFFF
+        m6 = np.int64(bits[i + 6]) & 0x7FFFFFFF
+        m7 = np.int64(bits[i + 7]) & 0x7FFFFFFF
+        e0 = prefix[m0 >> 16]
+        e1 = prefix[m1 >> 16]
+        e2 = prefix[m2 >> 16]
+        e3 = prefix[m3 >> 16]
+        e4 = prefix[m4 >> 16]
+        e5 = prefix[m5 >> 16]
+        e6 = prefix[m6 >> 16]
+        e7 = prefix[m7 >> 16]
+        if (e0 | e1 | e2 | e3 | e4 | e5 | e6 | e7) < 0:  # one of them is not settled
+            for u in range(8):
+                mag = np.int64(bits[i + u]) & 0x7FFFFFFF
+                entry = prefix[mag >> 16]
+                if entry >= 0:
+                    table[_unpack(entry, mag & 0xFFFF)] += 1
+                elif mag == 0:
+                    table[nslots - 2] += 1
+                else:
+                    if n_rare < rare.size:
+                        rare[n_rare] = i + u
+                    n_rare += 1
+            continue
+        table[_unpack(e0, m0 & 0xFFFF)] += 1
+        table[_unpack(e1, m1 & 0xFFFF)] += 1
+        table[_unpack(e2, m2 & 0xFFFF)] += 1
+        table[_unpack(e3, m3 & 0xFFFF)] += 1
+        table[_unpack(e4, m4 & 0xFFFF)] += 1
+        table[_unpack(e5, m5 & 0xFFFF)] += 1
+        table[_unpack(e6, m6 & 0xFFFF)] += 1
+        table[_unpack(e7, m7 & 0xFFFF)] += 1
+    top32 = np.int32(-1)
+    for i in range(n8):
+        top32 = max(top32, np.int32(bits[i] & 0x7FFFFFFF))
+    top = np.int64(top32)
+    if top >= 0x7F800000:  # inf or NaN among them: the largest finite one
+        top = -1
+        for i in range(n8):
+            mag = np.int64(bits[i]) & 0x7FFFFFFF
+            if mag < 0x7F800000:
+                top = max(top, mag)
+    # the values the prefix could not place, and the last few (see histogram_bits)
+    scan_all = n_rare > rare.size
+    n_rest = n - n8
+    for j in range(n if scan_all else n_rare + n_rest):
+        if scan_all:
+            i = j
+            m = np.int64(bits[i]) & 0x7FFFFFFF
+            if i < n8 and (m == 0 or prefix[m >> 16] >= 0):
+                continue  # placed by the first loop
+        else:
+            i = rare[j] if j < n_rare else n8 + j - n_rare
+        mag = np.int64(bits[i]) & 0x7FFFFFFF
+        s = slot_of(mag, 8, 23, bias, first, ncols, nslots, lut, shift)
+        if s < 0:
+            s = -1 - s + count_past(fraction_of(mag, 23), thresholds)
         table[s] += 1
         if s != nslots - 1:
             top = max(top, mag)
@@ -269,12 +364,14 @@ def current_scale_exponent(fmax, amax):
     """k such that 2^k is TransformerEngine's current scale with power-of-two scales for a
     tensor whose largest magnitude is ``amax``: ``fl32(fmax / fl32(amax))`` (``fmax`` a float32
     value; an inf quotient becomes FLT_MAX) with its fraction bits cleared; k = 0 (scale 1) when
-    amax is 0, inf or NaN. The quotient is formed in float64 and rounded to float32 once more:
-    for a quotient that is the correctly rounded float32 result (float64 has more than 2 x 24
-    + 2 bits, so the double rounding is innocuous)."""
+    amax is 0 (also once in float32), inf or NaN. The quotient is formed in float64 and rounded
+    to float32 once more: for a quotient that is the correctly rounded float32 result (float64
+    has more than 2 x 24 + 2 bits, so the double rounding is innocuous)."""
     if not (amax > 0.0) or amax >= FLT_ROUNDS_TO_INF:  # also NaN; an inf amax in float32
         return 0
     a = np.float64(np.float32(amax))
+    if a == 0.0:  # below float32's range (a float64 amax): TE's fp32 amax is 0, scale 1
+        return 0
     q = fmax / a
     q32 = np.float64(np.float32(q)) if q <= FLT_MAX else FLT_MAX
     if q32 > FLT_MAX:
@@ -349,6 +446,61 @@ def count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift,
     return ok, amax, table[nslots - 2], table[nslots - 1]
 
 
+def _pointer_to(width):
+    """An intrinsic: an int64 address as a pointer to ``width``-bit integers."""
+    ptr = types.CPointer({16: types.int16, 32: types.int32, 64: types.int64}[width])
+
+    @intrinsic
+    def at(typingctx, address):
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+        return ptr(types.int64), codegen
+
+    return at
+
+
+_int16_at, _int32_at, _int64_at = _pointer_to(16), _pointer_to(32), _pointer_to(64)
+
+
+# count_and_add of the n codes stored from an address on, contiguous and in native byte order:
+# what fpsim.torch.watch does with a CPU tensor's memory (Tensor.data_ptr()), without making a
+# numpy view of it for each tensor (a few microseconds each, ~90 tensors a step). The caller
+# keeps that memory alive and unchanged during the call. One function per width, so that the
+# first call compiles only the width it reads.
+@njit(cache=True, nogil=True)
+def count_and_add_at16(address, n, exp_bits, man_bits, bias, first, thresholds, lut, shift,
+                       prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past,
+                       bound_b, bound_cuts, fmax, zones):  # fmt: skip
+    """:func:`count_and_add` of the ``n`` 16-bit codes from ``address`` on."""
+    bits = carray(_int16_at(address), n)
+    return count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift, prefix,
+                         prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past, bound_b,
+                         bound_cuts, fmax, zones)  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def count_and_add_at32(address, n, exp_bits, man_bits, bias, first, thresholds, lut, shift,
+                       prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past,
+                       bound_b, bound_cuts, fmax, zones):  # fmt: skip
+    """:func:`count_and_add` of the ``n`` 32-bit codes from ``address`` on."""
+    bits = carray(_int32_at(address), n)
+    return count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift, prefix,
+                         prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past, bound_b,
+                         bound_cuts, fmax, zones)  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def count_and_add_at64(address, n, exp_bits, man_bits, bias, first, thresholds, lut, shift,
+                       prefix, prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past,
+                       bound_b, bound_cuts, fmax, zones):  # fmt: skip
+    """:func:`count_and_add` of the ``n`` 64-bit codes from ``address`` on."""
+    bits = carray(_int64_at(address), n)
+    return count_and_add(bits, exp_bits, man_bits, bias, first, thresholds, lut, shift, prefix,
+                         prefix_shift, slots, k0, shift_k, emin_row, counts, pow2, past, bound_b,
+                         bound_cuts, fmax, zones)  # fmt: skip
+
+
 def thresholds_for(cuts, man_bits: int) -> np.ndarray:
     """The integer fraction-field thresholds of sorted significand cuts (objects with
     ``int_cut(b)``: the smallest integer past ``c × 2^b``) for a ``man_bits``-bit field: a
@@ -371,9 +523,6 @@ def lookup(thresholds: tuple[int, ...], man_bits: int) -> tuple[np.ndarray, int]
     lut = np.where(k_lo == k_hi, k_lo, -1 - k_lo).astype(np.int64)
     lut.flags.writeable = False
     return lut, shift
-
-
-PREFIX_BITS = 15  # the prefix table of a wide format: 2^15 entries
 
 
 @functools.lru_cache(maxsize=64)

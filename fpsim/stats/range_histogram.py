@@ -359,7 +359,8 @@ class RangeHistogram:
         self.nonfinite += c.nonfinite
         return c.amax
 
-    def bits_adder(self, fmt: FormatLike, tensor_formats: tuple) -> Any:
+    def bits_adder(self, fmt: FormatLike, tensor_formats: tuple, *,
+                   at_address: bool = False) -> Any:  # fmt: skip
         """``add(bits, k, zones) -> amax``: what ``add_bits(bits, fmt, 2.0**k,
         tensor_formats=tensor_formats, tensor_zones=zones)`` does for a host array, without its
         checks and look-ups, for a caller adding many arrays (:func:`fpsim.torch.watch` adds
@@ -368,31 +369,59 @@ class RangeHistogram:
         as ``fmt``; ``zones``: an int64 array of shape ``(len(tensor_formats), 6)``. Made once
         per (fmt, tensor_formats) and kept.
 
+        ``at_address=True``: ``add(address, n, k, zones) -> amax`` instead, reading the ``n``
+        codes stored contiguously, in native byte order, from the memory address ``address``
+        on (fmt 16, 32 or 64 bits wide): for :func:`fpsim.torch.watch`, which hands over a CPU
+        tensor's ``data_ptr()`` (making a numpy view of each tensor costs more than counting a
+        small one). The caller keeps that memory alive during the call; a wrong address or
+        ``n`` reads memory it should not (nothing can check them).
+
         >>> h = RangeHistogram(formats=("fp16",)); z = np.zeros((1, 6), np.int64)
         >>> add = h.bits_adder("fp16", ("fp16",))
         >>> add(np.array([0x3C00, 0x0001, 0x8000], np.uint16), 0, z)  # 1, 2^-24, -0
         1.0
         >>> z.tolist(), h.zones("fp16")["subnormal"]  # scaled by 2^15, both are normal
         ([[1, 0, 0, 2, 0, 0]], 1)
+        >>> a = np.array([0x4000, 0x7C00], np.uint16)  # 2, inf
+        >>> h.bits_adder("fp16", ("fp16",), at_address=True)(a.ctypes.data, a.size, 0, z)
+        2.0
         """
-        key = (fmt, tensor_formats)
+        key = (fmt, tensor_formats, at_address)
         add = self._adders.get(key)
         if add is not None:
             return add
         f, thr, lut, shift, first, _, _, slots, k0, prefix, pshift = self._plan(fmt)
         b, i, fmax = self._zone_plan(tuple(tensor_formats))
-        eb, mb, bias, count = f.exp_bits, f.man_bits, f.bias, _khist.count_and_add
+        eb, mb, bias = f.exp_bits, f.man_bits, f.bias
 
-        def add(bits: np.ndarray, k: int, zones: np.ndarray) -> float:
-            ok, amax, zero, nonfinite = count(
-                bits, eb, mb, bias, first, thr, lut, shift, prefix, pshift, slots, k0, k, _EMIN,
-                self.counts, self.exact_powers, self._past, b, i, fmax, zones,
-            )  # fmt: skip
+        def added(result: tuple, k: int) -> float:
+            ok, amax, zero, nonfinite = result
             if not ok:
                 raise ValueError(f"scaling by 2^{k} moves values out of float64's range")
             self.zero += zero
             self.nonfinite += nonfinite
             return amax
+
+        if at_address:
+            count_at = {16: _khist.count_and_add_at16, 32: _khist.count_and_add_at32,
+                        64: _khist.count_and_add_at64}.get(f.bits)  # fmt: skip
+            if count_at is None:
+                raise ValueError(f"at_address reads 16-, 32- or 64-bit codes, not {f.name}'s")
+
+            def add(address: int, n: int, k: int, zones: np.ndarray) -> float:
+                return added(count_at(
+                    address, n, eb, mb, bias, first, thr, lut, shift, prefix, pshift, slots, k0,
+                    k, _EMIN, self.counts, self.exact_powers, self._past, b, i, fmax, zones,
+                ), k)  # fmt: skip
+
+        else:
+            count = _khist.count_and_add
+
+            def add(bits: np.ndarray, k: int, zones: np.ndarray) -> float:
+                return added(count(
+                    bits, eb, mb, bias, first, thr, lut, shift, prefix, pshift, slots, k0, k,
+                    _EMIN, self.counts, self.exact_powers, self._past, b, i, fmax, zones,
+                ), k)  # fmt: skip
 
         self._adders[key] = add
         return add

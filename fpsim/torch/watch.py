@@ -77,6 +77,10 @@ __all__ = ["watch", "Watch", "DEFAULT_FORMATS", "KINDS"]
 #: torch float dtypes -> their names as a report gives them ("float32", "bfloat16", ...)
 _DTYPE_NAME = {dt: str(dt).replace("torch.", "") for dt in FORMAT_OF}
 
+#: the dtypes whose CPU tensors a watch counts straight from their memory (data_ptr)
+_AT_ADDRESS = frozenset((torch.float16, torch.bfloat16, torch.float32, torch.float64))
+_PLAIN = (torch.Tensor, nn.Parameter)  # (a subclass's memory need not hold its values)
+
 _BACKWARD_HOOK_WARNING = "Full backward hook is firing when gradients are computed with respect"
 
 #: What a watch compares with unless told otherwise. Block schemes ("mxfp4", "nvfp4", ...) are
@@ -181,7 +185,7 @@ class Watch:
                 if kind in ("activation", "activation_grad") or has_params:
                     self.records[(name, kind)] = TensorStats(name, kind, self._new_hist())
         self._scratch = self._new_hist()
-        self._adders: dict[tuple, Any] = {}  # (record key, format read) -> hist.bits_adder
+        self._adders: dict[tuple, Any] = {}  # (record key, format or dtype) -> bits_adder
         self._pt = {key: np.zeros((len(self.formats), len(ZONES)), np.int64)
                     for key in self.records}  # fmt: skip
         self._handles: list[Any] = []
@@ -453,6 +457,21 @@ class Watch:
             rec.dtypes.append(dt)
         if n == 0:
             return
+        if (self.sample is None and type(t) in _PLAIN and t.is_cpu and t.dtype in _AT_ADDRESS
+                and t.is_contiguous()):  # fmt: skip
+            # the common case: the tensor's memory read where it is (no numpy view to make)
+            k = None if scale is None else _log2_pow2(scale)
+            if scale is None or k is not None:
+                add = self._adders.get((key, t.dtype))
+                if add is None:
+                    add = rec.hist.bits_adder(FORMAT_OF[t.dtype], self.formats, at_address=True)
+                    self._adders[(key, t.dtype)] = add
+                amax = add(t.data_ptr(), n, 0 if k is None else -k, self._pt[key])
+                rec.counted += n
+                rec.amax = max(rec.amax, amax if scale is None else amax / scale)
+                if self.schemes:
+                    self._record_blocks(rec, t.detach(), key, scale)
+                return
         part = t if self.sample is None else self._sampled(t.detach(), key)
         bits = bits_of(part)
         k = None if scale is None else _log2_pow2(scale)
