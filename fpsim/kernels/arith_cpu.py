@@ -312,21 +312,36 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
 
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
-# Four kernels, one per kind of reduction, so that a call compiles only what it runs: the fast
-# sequential form in nearest even (no scalar.convert, no other mode: the common case compiles
-# in seconds) and in the other deterministic modes, the block FMA, and every other order and
-# mode. Each reduces rows r0 <= r < r1 of the result (row r is
+from . import lanes32  # noqa: E402  (the float32-lane kernels of the sequential nearest-even sum)
+
+
+# One kernel per kind of reduction, so that a call compiles only what it runs: the fast
+# sequential form in nearest even with float32 lanes (fp32/fp16/bf16 accumulators of inputs
+# float32 holds exactly: the common case, see lanes32) and with float64 lanes (no
+# scalar.convert, no other mode), in the other deterministic modes, stochastic rounding, the
+# block FMA, and every other order and mode. Each reduces rows r0 <= r < r1 of the result (row r is
 # out[r // n, r % n, :]) with all the row's columns as lanes, and releases the GIL: rows run in
 # parallel on a pool of Python threads (no second thread pool beside the BLAS's, and no
 # parallel-loop compilation).
 @njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32(A, B, out, P, r0, r1):
+    m = out.shape[2]
+    jt = max(min(m, 2 * reduce.LANES), 1)  # lanes per tile: float32, twice the float64 kernels'
+    W = np.empty((3, jt), np.float32)
+    n = out.shape[1]
+    kind = P[reduce.I_LANES32]
+    for j0 in range(0, m, jt):
+        for r in range(r0, r1):
+            lanes32.lanes32_row(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, P, kind)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _rows_nearest(A, B, out, P, r0, r1):
     m = out.shape[2]
-    S = np.empty(max(m, 1))
-    T = np.empty(max(m, 1))
+    W = np.empty((3, max(min(m, reduce.LANES), 1)))  # nearest_row goes in tiles of LANES
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.nearest_row(A, B, out, r // n, r % n, 0, m, S, T, P)
+        reduce.nearest_row(A, B, out, r // n, r % n, 0, m, W, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -408,6 +423,11 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
     fast = reduce.fast_kind(P)
     if P[reduce.I_ORDER] == reduce.BLOCK:
         _run_rows(_rows_block, (A, B, C, out, P), nrows, work)
+    elif fast == 4:
+        # float32 lanes: the parameters guarantee that float32 holds the inputs exactly.
+        A32 = np.ascontiguousarray(A, dtype=np.float32)
+        B32 = np.ascontiguousarray(B, dtype=np.float32)
+        _run_rows(_rows_lanes32, (A32, B32, out, P), nrows, work)
     elif fast == 1:
         _run_rows(_rows_nearest, (A, B, out, P), nrows, work)
     elif fast == 2:
