@@ -454,3 +454,46 @@ def test_fast_nearest_sequential_breaks_no_tie(f, acc, s, t, want):
     got = arith.matmul(a, b, f, acc=acc, order="sequential", out_fmt="fp32")
     assert got[0, 0] == want
     assert got[0, 0] == reduce_reference([Fraction(s), Fraction(t[0] * t[1])], acc, "fp32")
+
+
+# ---- the block FMA on the CPU: B's flush and exponents computed once (block_row_pre) -----------
+@njit(cache=False, error_model="numpy")
+def _block_generic(A, B, C, out, P):
+    """The block FMA as CUDA and the trace run it (B's exponents found in the loops)."""
+    W = np.empty((reduce.NW, max(out.shape[2], 1)))
+    for bi in range(out.shape[0]):
+        for i in range(out.shape[1]):
+            reduce.block_row(A, B, C, out, bi, i, 0, out.shape[2], W, P)
+
+
+_BLOCK_MODELS = [m for m in arith.PRESETS.values() if m.align_bits is not None] + [
+    arith.BlockFMA(block=4, align_bits=5, align_rounding="nearest_even", rounding="nearest_even",
+                   acc="fp16", input_subnormals=False, acc_subnormals=False),
+    arith.BlockFMA(block=3, align_bits=9, rounding="up", acc="bf16", promote_every=6),
+    arith.BlockFMA(block=5, align_bits=11, rounding="down", acc="fp32", normalize_products=True,
+                   min_exponent=-20),
+]  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_BLOCK_MODELS), st.integers(1, 3), st.integers(0, 70), st.integers(1, 13),
+       st.integers(-10, 10), st.booleans(), st.integers(0, 2**31))
+def test_block_fma_cpu_equals_generic_block_row(model, n, K, m, scale, with_c, seed):
+    f = (model.inputs or ("fp16",))[0]
+    rng = np.random.default_rng(seed)
+    a = _values(f, rng, (n, K), scale)
+    b = _values(f, rng, (K, m), -scale // 2)
+    if K and rng.random() < 0.2:
+        a[0, rng.integers(0, K)] = rng.choice([np.inf, np.nan] if fmt(f).has_inf else [np.nan])
+    c = None
+    if with_c:
+        c = np.asarray(fpsim.round_to(rng.standard_normal((n, m)) * 4, model.acc), np.float64)
+    got = arith.matmul(a, b, f, accumulation=model, c=c, out_fmt="fp32")
+    from fpsim.arith.reductions import _seed_for
+
+    P = np.array(_params(fmt(f), model.acc, fmt("fp32"), 0, 1, 0, _seed_for(None, 0, model),
+                         reduce.SEQUENTIAL, 0, False, model, False, has_c=c is not None))  # fmt: skip
+    C = np.zeros((1, 1, 1)) if c is None else np.ascontiguousarray(c.reshape(1, n, m))
+    want = np.empty((1, n, m))
+    _block_generic(a.reshape(1, n, K), np.ascontiguousarray(b.reshape(1, K, m)), C, want, P)
+    assert same_bits(got, want[0])

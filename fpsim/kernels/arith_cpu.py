@@ -365,12 +365,12 @@ def _rows_stochastic(A, B, out, P, r0, r1):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _rows_block(A, B, C, out, P, r0, r1):
+def _rows_block(A, BF, PB, C, out, P, r0, r1):
     m = out.shape[2]
     W = np.empty((reduce.NW, max(m, 1)))
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.block_row(A, B, C, out, r // n, r % n, 0, m, W, P)
+        reduce.block_row_pre(A, BF, PB, C, out, r // n, r % n, 0, m, W, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -422,7 +422,8 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
     work = nrows * A.shape[2] * max(out.shape[2], 1)
     fast = reduce.fast_kind(P)
     if P[reduce.I_ORDER] == reduce.BLOCK:
-        _run_rows(_rows_block, (A, B, C, out, P), nrows, work)
+        BF, PB = reduce.block_operand(B, P)  # B's part of the alignment, once for all rows
+        _run_rows(_rows_block, (A, BF, PB, C, out, P), nrows, work)
     elif fast == 4:
         # float32 lanes: the parameters guarantee that float32 holds the inputs exactly.
         A32 = np.ascontiguousarray(A, dtype=np.float32)

@@ -611,7 +611,7 @@ def block_round(bmode, acc, X, E, PS, F, rand, bfast, kb, top, acc_subn):
 
 
 @register_jitable
-def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
+def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre):
     """The block fused multiply-add of a tensor core, applied to every block of ``P[I_BLOCK]``
     consecutive terms of each lane (the last block may be shorter: zero padding adds nothing).
 
@@ -630,6 +630,10 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
        them;
     4. every ``P[I_PROMOTE]`` terms (and at the end) the accumulator is added to a wider
        partial sum in ``prom`` (round to nearest even) and restarts at +0.
+
+    ``pre`` (the CPU): B's values come already flushed (:func:`flush_input`) and ``PB`` holds
+    their :func:`input_pow2`, computed once for all rows; the plain loops then read them.
+    Otherwise (CUDA, the trace) ``PB`` is unused.
 
     ``P[I_ALIGN] = -1`` is exact alignment (one term per block): ``c + p`` correctly rounded.
     The aligned sum is an integer below 2^53 (checked on the host), and every scaling is by a
@@ -713,6 +717,10 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
                 elif unit:
                     for j in range(m):
                         E[j] = max(E[j], pa)
+                elif pre:
+                    PBk = PB[bi, k, j0:j0 + m]
+                    for j in range(m):
+                        E[j] = max(E[j], pa * PBk[j])
                 else:
                     for j in range(m):
                         pb = input_pow2(flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin),
@@ -728,7 +736,20 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
             #    (X goes wrong for inf/NaN terms, but their plain sum then decides the result.)
             for k in range(k0, k1):
                 a = flush_input(A[bi, i, k], keep_sub, two_in_emin)
-                if rounded or nearest_align or unit:
+                if pre and not (rounded or unit):
+                    # trunc and rint are odd functions: cut p * 2^(F - E) itself, sign and all.
+                    Bk = B[bi, k, j0:j0 + m]
+                    if nearest_align:
+                        for j in range(m):
+                            p = a * Bk[j]
+                            PS[j] += p
+                            X[j] += rint_f64(p * SC[j])
+                    else:
+                        for j in range(m):
+                            p = a * Bk[j]
+                            PS[j] += p
+                            X[j] += trunc_f64(p * SC[j])
+                elif rounded or nearest_align or unit:
                     for j in range(m):
                         b = 1.0 if unit else flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin)
                         p = a * b
@@ -831,8 +852,34 @@ def block_row(A, B, C, out, bi, i, j0, m, W, P):
     K = A.shape[2]
     stride = 2 * K + 1
     base0 = event_base(bi, i, j0, out.shape[1], out.shape[2], K)
-    block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride)
+    block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, B, False)
     round_out(out, W[W_O], bi, i, j0, m, P, base0, stride, K)
+
+
+@register_jitable
+def block_row_pre(A, BF, PB, C, out, bi, i, j0, m, W, P):
+    """:func:`block_row` on the CPU: ``BF`` = B's values flushed as the model reads them, ``PB``
+    their :func:`input_pow2` (see :func:`block_operand`), computed once for all rows."""
+    acc = unflatten(P, I_ACC)
+    prom = unflatten(P, I_PROM)
+    K = A.shape[2]
+    stride = 2 * K + 1
+    base0 = event_base(bi, i, j0, out.shape[1], out.shape[2], K)
+    block_reduce(A, BF, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, True)
+    round_out(out, W[W_O], bi, i, j0, m, P, base0, stride, K)
+
+
+def block_operand(B: np.ndarray, P) -> tuple[np.ndarray, np.ndarray]:
+    """(BF, PB) for :func:`block_row_pre`, with numpy: B's values with subnormals read as zero
+    when the model flushes them (:func:`flush_input`), and 2^e of each for the alignment
+    (:func:`input_pow2`: 0 for zero, at least the inputs' lowest binade)."""
+    two_in_emin = math.ldexp(1.0, int(P[I_IN_EMIN]))
+    BF = B
+    if P[I_IN_SUBN] != 1:
+        BF = np.where(np.abs(B) < two_in_emin, np.copysign(0.0, B), B)
+    pow2 = (BF.view(np.int64) & np.int64(0x7FF0000000000000)).view(np.float64)
+    PB = np.where(BF == 0.0, 0.0, np.maximum(pow2, two_in_emin))
+    return np.ascontiguousarray(BF), PB
 
 
 @register_jitable
