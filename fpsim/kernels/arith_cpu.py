@@ -347,11 +347,10 @@ def _rows_nearest(A, B, out, P, r0, r1):
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_directed(A, B, out, P, r0, r1):
     m = out.shape[2]
-    S = np.empty(max(m, 1))
-    T = np.empty(max(m, 1))
+    W = np.empty((3, max(min(m, reduce.LANES), 1)))  # directed_row goes in tiles of LANES
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.directed_row(A, B, out, r // n, r % n, 0, m, S, T, P)
+        reduce.directed_row(A, B, out, r // n, r % n, 0, m, W, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

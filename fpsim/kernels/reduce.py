@@ -311,30 +311,6 @@ def sequential_reduce(A, B, P, acc, bi, i, j0, m, S, T, base0, stride, LOG):
             log_step(LOG, P, k, 1, x0, T[0], S[0])
 
 
-@register_jitable
-def directed_step(S, A, B, bi, i, k, j0, m, unit, mode, kf):
-    """:func:`nearest_step` in a directed mode or ties-away: two_sum + round to odd, then one
-    loop per mode."""
-    a = A[bi, i, k]
-    if unit:
-        t = a
-        S[0] = down_zero(S[0], t, round_fast(add_odd(S[0], t), mode, kf), mode)
-    elif mode == TOWARD_ZERO:
-        for j in range(m):
-            S[j] = round_fast_toward_zero(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
-    elif mode == UP:
-        for j in range(m):
-            S[j] = round_fast_up(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
-    elif mode == DOWN:
-        for j in range(m):
-            x = S[j]
-            t = a * B[bi, k, j0 + j]
-            S[j] = down_zero(x, t, round_fast_down(add_odd(x, t), kf), DOWN)
-    else:
-        for j in range(m):
-            S[j] = round_fast_nearest_away(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
-
-
 LANES = 512  # lanes per tile of the CPU's fast kernels: their work rows stay in the L1 cache
 
 
@@ -437,21 +413,49 @@ def nearest_row(A, B, out, bi, i, j0, m, W, P):
 
 
 @register_jitable
-def directed_row(A, B, out, bi, i, j0, m, S, T, P):
-    """:func:`nearest_row` for the directed modes and ties-away (``P[I_MODE]``)."""
+def directed_step(S, a, Bk, m, mode, kf):
+    """``S[j] = acc(S[j] + a * Bk[j])`` in a directed mode or ties-away: two_sum + round to odd,
+    then the mode's rounding, one loop per mode."""
+    if mode == TOWARD_ZERO:
+        for j in range(m):
+            S[j] = round_fast_toward_zero(add_odd(S[j], a * Bk[j]), kf)
+    elif mode == UP:
+        for j in range(m):
+            S[j] = round_fast_up(add_odd(S[j], a * Bk[j]), kf)
+    elif mode == DOWN:
+        for j in range(m):
+            x = S[j]
+            t = a * Bk[j]
+            S[j] = down_zero(x, t, round_fast_down(add_odd(x, t), kf), DOWN)
+    else:
+        for j in range(m):
+            S[j] = round_fast_nearest_away(add_odd(S[j], a * Bk[j]), kf)
+
+
+@register_jitable
+def directed_row(A, B, out, bi, i, j0, m, W, P):
+    """:func:`nearest_row` for the directed modes and ties-away (``P[I_MODE]``), two_sum +
+    round to odd at every step (``P[I_FAST_ADD]`` 2); ``W``: (>= 3, >= min(m, LANES))."""
     kf = fast_round_constants(unflatten(P, I_ACC), P[I_SUBN], P[I_SAT])
+    ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
     mode = P[I_MODE]
     unit = P[I_UNIT_B] == 1
     K = A.shape[2]
-    if K > 0:
-        load_terms(A, B, P, bi, i, 0, j0, m, T)
-        for j in range(m):
-            S[j] = round_fast(T[j], mode, kf)  # the first term, rounded alone
-    for k in range(1, K):
-        directed_step(S, A, B, bi, i, k, j0, m, unit, mode, kf)
-    ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
-    for j in range(m):
-        out[bi, i, j0 + j] = round_fast(S[j] if K > 0 else 0.0, mode, ko)
+    Ar = A[bi, i]
+    W[2, 0] = 1.0  # a sum's "B": every term times 1 (exact)
+    for t0 in range(j0, j0 + m, LANES):
+        n = min(LANES, j0 + m - t0)
+        S = W[0, :n]
+        if K > 0:
+            B0 = W[2, :1] if unit else B[bi, 0, t0:t0 + n]
+            a = Ar[0]
+            for j in range(n):
+                S[j] = round_fast(a * B0[j], mode, kf)  # the first term, rounded alone
+        for k in range(1, K):
+            directed_step(S, Ar[k], W[2, :1] if unit else B[bi, k, t0:t0 + n], n, mode, kf)
+        o = out[bi, i, t0:t0 + n]
+        for j in range(n):
+            o[j] = round_fast(S[j] if K > 0 else 0.0, mode, ko)
 
 
 @register_jitable
