@@ -313,6 +313,7 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
 from . import lanes32  # noqa: E402  (the float32-lane kernels of the sequential nearest-even sum)
+from .fastround import fast_round_constants  # noqa: E402
 
 
 # One kernel per kind of reduction, so that a call compiles only what it runs: the fast
@@ -324,15 +325,40 @@ from . import lanes32  # noqa: E402  (the float32-lane kernels of the sequential
 # parallel on a pool of Python threads (no second thread pool beside the BLAS's, and no
 # parallel-loop compilation).
 @njit(cache=True, nogil=True, error_model="numpy")
-def _rows_lanes32(A, B, out, P, r0, r1):
+def _rows_lanes32_fp16(A, B, out, KO, unit, r0, r1):
     m = out.shape[2]
     jt = max(min(m, 2 * reduce.LANES), 1)  # lanes per tile: float32, twice the float64 kernels'
     W = np.empty((3, jt), np.float32)
     n = out.shape[1]
-    kind = P[reduce.I_LANES32]
     for j0 in range(0, m, jt):
         for r in range(r0, r1):
-            lanes32.lanes32_row(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, P, kind)
+            lanes32.row_fp16(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, KO, unit)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_bf16(A, B, out, KO, unit, r0, r1):
+    m = out.shape[2]
+    jt = max(min(m, 2 * reduce.LANES), 1)
+    W = np.empty((3, jt), np.float32)
+    n = out.shape[1]
+    for j0 in range(0, m, jt):
+        for r in range(r0, r1):
+            lanes32.row_bf16(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, KO, unit)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_fp32(A, B, out, KO, unit, r0, r1):
+    m = out.shape[2]
+    jt = max(min(m, 2 * reduce.LANES), 1)
+    W = np.empty((3, jt), np.float32)
+    n = out.shape[1]
+    for j0 in range(0, m, jt):
+        for r in range(r0, r1):
+            lanes32.row_fp32(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, KO, unit)
+
+
+_LANES32_KERNELS = {lanes32.FP16: _rows_lanes32_fp16, lanes32.BF16: _rows_lanes32_bf16,
+                    lanes32.FP32: _rows_lanes32_fp32}  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -427,7 +453,10 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
         # float32 lanes: the parameters guarantee that float32 holds the inputs exactly.
         A32 = np.ascontiguousarray(A, dtype=np.float32)
         B32 = np.ascontiguousarray(B, dtype=np.float32)
-        _run_rows(_rows_lanes32, (A32, B32, out, P), nrows, work)
+        outf = unflatten(P, reduce.I_OUT)
+        KO = np.array(fast_round_constants(outf, P[reduce.I_SUBN], P[reduce.I_SAT]))
+        kernel = _LANES32_KERNELS[int(P[reduce.I_LANES32])]
+        _run_rows(kernel, (A32, B32, out, KO, P[reduce.I_UNIT_B] == 1), nrows, work)
     elif fast == 1:
         _run_rows(_rows_nearest, (A, B, out, P), nrows, work)
     elif fast == 2:

@@ -34,9 +34,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, register_jitable
 
-from .fastround import fast_round_constants, round_fast_nearest_even
-from .record import unflatten
-from .reduce import I_OUT, I_SAT, I_SUBN, I_UNIT_B
+from .fastround import round_fast_nearest_even
 
 # Kinds (lanes32_kind).
 NONE = 0
@@ -129,20 +127,6 @@ def lanes32_kind(acc_name: str, term_precision: int, term_lo: int, term_emax: in
 
 
 # ---- the lane loops --------------------------------------------------------------------------
-@register_jitable
-def first_lanes(D, a, Bk, n, kind):
-    """``D[j] = acc(a * Bk[j])``: each lane's first term rounded alone (exact: one rounding)."""
-    if kind == FP16:
-        for j in range(n):
-            D[j] = round_f32_to_f16(a * Bk[j])
-    elif kind == BF16:
-        for j in range(n):
-            D[j] = round_f32_to_bf16(a * Bk[j])
-    else:
-        for j in range(n):
-            D[j] = a * Bk[j]
-
-
 @intrinsic
 def odd_f32(typingctx, x, err):
     """The float32 ``x = fl(v)`` (nearest even) rounded to odd, from the exact error
@@ -177,39 +161,60 @@ def add_odd_f32(s, t):
     return odd_f32(x, err)
 
 
-@register_jitable
-def step_lanes(S, D, a, Bk, n, kind):
-    """``D[j] = acc(S[j] + a * Bk[j])`` for every lane (``S``, ``D`` distinct)."""
-    if kind == FP16:
-        for j in range(n):
-            D[j] = round_f32_to_f16(add_odd_f32(S[j], a * Bk[j]))
-    elif kind == BF16:
-        for j in range(n):
-            D[j] = round_f32_to_bf16(add_odd_f32(S[j], a * Bk[j]))
-    else:
-        for j in range(n):
-            D[j] = S[j] + a * Bk[j]
+def _row_of_kind(kind: int):
+    """The row function for one kind, ``kind`` a constant of its code: each kernel then compiles
+    only its own loops (the others are dead code the compiler drops before vectorising)."""
+
+    @register_jitable
+    def first(D, a, Bk, n):
+        """``D[j] = acc(a * Bk[j])``: each lane's first term rounded alone (one rounding)."""
+        if kind == FP16:
+            for j in range(n):
+                D[j] = round_f32_to_f16(a * Bk[j])
+        elif kind == BF16:
+            for j in range(n):
+                D[j] = round_f32_to_bf16(a * Bk[j])
+        else:
+            for j in range(n):
+                D[j] = a * Bk[j]
+
+    @register_jitable
+    def step(S, D, a, Bk, n):
+        """``D[j] = acc(S[j] + a * Bk[j])`` for every lane (``S``, ``D`` distinct)."""
+        if kind == FP16:
+            for j in range(n):
+                D[j] = round_f32_to_f16(add_odd_f32(S[j], a * Bk[j]))
+        elif kind == BF16:
+            for j in range(n):
+                D[j] = round_f32_to_bf16(add_odd_f32(S[j], a * Bk[j]))
+        else:
+            for j in range(n):
+                D[j] = S[j] + a * Bk[j]
+
+    @register_jitable
+    def row(A, B, out, bi, i, j0, m, W, KO, unit):
+        """``out[bi, i, j0 + j]`` for j < m: the sequential nearest-even reduction of lane j's
+        terms ``A[bi, i, k] * B[bi, k, j0 + j]`` (a sum, ``unit``: ``A[bi, i, k]``) with float32
+        lanes, then one rounding to the output format (``fastround.round_fast_nearest_even``
+        with the constants ``KO``, an array: no format records to compile). ``A``, ``B``:
+        float32; ``W``: float32 work, (3, >= m)."""
+        K = A.shape[2]
+        Ar = A[bi, i]
+        W[2, 0] = 1.0  # a sum's "B": every term times 1 (exact)
+        S = W[0, :m]
+        D = W[1, :m]
+        if K > 0:
+            first(S, Ar[0], W[2, :1] if unit else B[bi, 0, j0:j0 + m], m)
+        for k in range(1, K):
+            step(S, D, Ar[k], W[2, :1] if unit else B[bi, k, j0:j0 + m], m)
+            S, D = D, S  # (in place, the compiler's overlap test would take its scalar loop)
+        o = out[bi, i, j0:j0 + m]
+        for j in range(m):
+            o[j] = round_fast_nearest_even(np.float64(S[j]) if K > 0 else 0.0, KO)
+
+    return row
 
 
-@register_jitable
-def lanes32_row(A, B, out, bi, i, j0, m, W, P, kind):
-    """``out[bi, i, j0 + j]`` for j < m: the sequential nearest-even reduction of lane j's terms
-    ``A[bi, i, k] * B[bi, k, j0 + j]`` (a sum, ``P[I_UNIT_B]``: ``A[bi, i, k]``) with float32
-    lanes (``kind``: FP32, FP16, BF16), then one rounding to the output format (float64 fast
-    form). ``A``, ``B``: float32; ``W``: float32 work, (3, >= m)."""
-    ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
-    unit = P[I_UNIT_B] == 1
-    K = A.shape[2]
-    Ar = A[bi, i]
-    W[2, 0] = 1.0  # a sum's "B": every term times 1 (exact)
-    S = W[0, :m]
-    D = W[1, :m]
-    if K > 0:
-        first_lanes(S, Ar[0], W[2, :1] if unit else B[bi, 0, j0:j0 + m], m, kind)
-    for k in range(1, K):
-        Bk = W[2, :1] if unit else B[bi, k, j0:j0 + m]
-        step_lanes(S, D, Ar[k], Bk, m, kind)
-        S, D = D, S  # (in place, the compiler's overlap test would take its scalar loop)
-    o = out[bi, i, j0:j0 + m]
-    for j in range(m):
-        o[j] = round_fast_nearest_even(np.float64(S[j]) if K > 0 else 0.0, ko)
+row_fp32 = _row_of_kind(FP32)
+row_fp16 = _row_of_kind(FP16)
+row_bf16 = _row_of_kind(BF16)
