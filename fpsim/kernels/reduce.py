@@ -26,8 +26,11 @@ The steps
     correct in every mode). Where the format and mode allow it, the CPU takes the fast forms
     of the same step: ``fastround.round_fast`` in place of ``convert``, and a plain float64 sum
     in place of two_sum + round to odd where that is innocuous (``P[FAST_ADD]`` = 1, see
-    :func:`plain_add_innocuous`). The choices are made on the host, once per call; both forms
-    are tested against exact rational arithmetic.
+    :func:`plain_add_innocuous`; elsewhere in nearest even the float64 sum checked for landing
+    on a midpoint, :func:`ne_checked`). For fp32, fp16 and bf16 accumulators of inputs float32
+    holds exactly the CPU runs the sequential nearest-even order in float32 lanes instead
+    (:mod:`fpsim.kernels.lanes32`). The choices are made on the host, once per call; every
+    form is tested against exact rational arithmetic.
 
 Stochastic rounding
     Output element o (flat index into the result) with K terms numbers its rounding events r
