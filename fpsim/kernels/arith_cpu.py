@@ -324,37 +324,20 @@ from .fastround import fast_round_constants  # noqa: E402
 # out[r // n, r % n, :]) with all the row's columns as lanes, and releases the GIL: rows run in
 # parallel on a pool of Python threads (no second thread pool beside the BLAS's, and no
 # parallel-loop compilation).
+# One float32-lane kernel per accumulator: each compiles only its own loops.
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_lanes32_fp16(A, B, out, KO, unit, r0, r1):
-    m = out.shape[2]
-    jt = max(min(m, 2 * reduce.LANES), 1)  # lanes per tile: float32, twice the float64 kernels'
-    W = np.empty((3, jt), np.float32)
-    n = out.shape[1]
-    for j0 in range(0, m, jt):
-        for r in range(r0, r1):
-            lanes32.row_fp16(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, KO, unit)
+    lanes32.rows_fp16(A, B, out, KO, unit, r0, r1)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_lanes32_bf16(A, B, out, KO, unit, r0, r1):
-    m = out.shape[2]
-    jt = max(min(m, 2 * reduce.LANES), 1)
-    W = np.empty((3, jt), np.float32)
-    n = out.shape[1]
-    for j0 in range(0, m, jt):
-        for r in range(r0, r1):
-            lanes32.row_bf16(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, KO, unit)
+    lanes32.rows_bf16(A, B, out, KO, unit, r0, r1)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_lanes32_fp32(A, B, out, KO, unit, r0, r1):
-    m = out.shape[2]
-    jt = max(min(m, 2 * reduce.LANES), 1)
-    W = np.empty((3, jt), np.float32)
-    n = out.shape[1]
-    for j0 in range(0, m, jt):
-        for r in range(r0, r1):
-            lanes32.row_fp32(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, KO, unit)
+    lanes32.rows_fp32(A, B, out, KO, unit, r0, r1)
 
 
 _LANES32_KERNELS = {lanes32.FP16: _rows_lanes32_fp16, lanes32.BF16: _rows_lanes32_bf16,
@@ -395,7 +378,7 @@ def _rows_block(A, BF, PB, C, out, P, r0, r1):
     W = np.empty((reduce.NW, max(m, 1)))
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.block_row_pre(A, BF, PB, C, out, r // n, r % n, 0, m, W, P)
+        reduce.block_row_pre(A, BF, PB, C, out, r // n, r % n, 0, m, W, P, True)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

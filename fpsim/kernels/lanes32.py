@@ -162,7 +162,7 @@ def add_odd_f32(s, t):
 
 
 def _row_of_kind(kind: int):
-    """The row function for one kind, ``kind`` a constant of its code: each kernel then compiles
+    """The rows function for one kind, ``kind`` a constant of its code: each kernel then compiles
     only its own loops (the others are dead code the compiler drops before vectorising)."""
 
     @register_jitable
@@ -212,9 +212,21 @@ def _row_of_kind(kind: int):
         for j in range(m):
             o[j] = round_fast_nearest_even(np.float64(S[j]) if K > 0 else 0.0, KO)
 
-    return row
+    @register_jitable
+    def rows(A, B, out, KO, unit, r0, r1):
+        """Rows ``r0 <= r < r1`` of the result (row r: ``out[r // n, r % n, :]``), in tiles of
+        1024 lanes (all rows of the range on a tile before the next)."""
+        m = out.shape[2]
+        jt = max(min(m, 1024), 1)
+        W = np.empty((3, jt), np.float32)
+        n = out.shape[1]
+        for j0 in range(0, m, jt):
+            for r in range(r0, r1):
+                row(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, KO, unit)
+
+    return rows
 
 
-row_fp32 = _row_of_kind(FP32)
-row_fp16 = _row_of_kind(FP16)
-row_bf16 = _row_of_kind(BF16)
+rows_fp32 = _row_of_kind(FP32)
+rows_fp16 = _row_of_kind(FP16)
+rows_bf16 = _row_of_kind(BF16)

@@ -854,25 +854,20 @@ def general_row(A, B, out, bi, i, j0, m, W, ST, LOG, P):
 @register_jitable
 def block_row(A, B, C, out, bi, i, j0, m, W, P):
     """``out[bi, i, j0 + j]`` for j < m with the block FMA of ``P`` (:func:`block_reduce`)."""
-    acc = unflatten(P, I_ACC)
-    prom = unflatten(P, I_PROM)
-    K = A.shape[2]
-    stride = 2 * K + 1
-    base0 = event_base(bi, i, j0, out.shape[1], out.shape[2], K)
-    block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, B, False)
-    round_out(out, W[W_O], bi, i, j0, m, P, base0, stride, K)
+    block_row_pre(A, B, B, C, out, bi, i, j0, m, W, P, False)
 
 
 @register_jitable
-def block_row_pre(A, BF, PB, C, out, bi, i, j0, m, W, P):
-    """:func:`block_row` on the CPU: ``BF`` = B's values flushed as the model reads them, ``PB``
-    their :func:`input_pow2` (see :func:`block_operand`), computed once for all rows."""
+def block_row_pre(A, BF, PB, C, out, bi, i, j0, m, W, P, pre):
+    """:func:`block_row`; on the CPU (``pre``) ``BF`` = B's values flushed as the model reads
+    them and ``PB`` their :func:`input_pow2` (see :func:`block_operand`), computed once for all
+    rows."""
     acc = unflatten(P, I_ACC)
     prom = unflatten(P, I_PROM)
     K = A.shape[2]
     stride = 2 * K + 1
     base0 = event_base(bi, i, j0, out.shape[1], out.shape[2], K)
-    block_reduce(A, BF, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, True)
+    block_reduce(A, BF, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
     round_out(out, W[W_O], bi, i, j0, m, P, base0, stride, K)
 
 
