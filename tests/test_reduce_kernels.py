@@ -19,10 +19,11 @@ from numba import njit
 
 import fpsim
 from fpsim import arith
-from fpsim.kernels import fastround, reduce, scalar
+from fpsim.arith.reductions import _params
+from fpsim.kernels import arith_cpu, fastround, lanes32, reduce, scalar
 
 sys.path.insert(0, str(Path(__file__).parent))
-from arith_oracle import MODES, round_rational  # noqa: E402
+from arith_oracle import MODES, reduce_reference, round_rational  # noqa: E402
 
 FAST_FORMATS = ["fp16", "bf16", "fp32", "tf32", "fp8_e5m2", "e8m13",
                 fpsim.Format(5, 2, name="e5m2_b3", bias=3), fpsim.Format(8, 3, name="e8m3_b200",
@@ -140,7 +141,37 @@ def test_plain_sum_condition():
     assert pa(22, 11, f16.emax, lo(f16), 33)  # fp16 products into fp16
     assert pa(8, 11, f16.emax, lo(f16), 16)  # fp8 products
     assert not pa(16, 8, bf16.emax, lo(bf16), 255)  # bf16: 260 binades
-    assert not pa(22, 24, f32.emax, lo(f32), 33)  # fp32 accumulator
+    assert not pa(22, 24, f32.emax, lo(f32), 33)  # fp32 accumulator, terms not known
+    assert pa(22, 24, f32.emax, lo(f32), 31, -48)  # fp16 products: fp32 values
+    assert not pa(16, 24, f32.emax, lo(f32), 255, -266)  # bf16 products: below fp32's range
+    assert pa(8, 8, bf16.emax, lo(bf16), 17, -18)  # fp8 e4m3 products into bf16
+    assert not pa(22, 8, bf16.emax, lo(bf16), 31, -48)  # fp16 products: 22 bits
+    assert not pa(26, 26, 127, -151, 31, -48)  # 2 * 26 > 50
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([("fp32", "fp16"), ("bf16", "fp8_e4m3"), ("bf16", "fp8_e5m2")]),
+       st.integers(0, 2**31), st.integers(-60, 60), st.booleans())
+def test_plain_sum_of_accumulator_values_is_exact_rounding(pair, seed, gap, neg):
+    # s: a value of the accumulator; t: a product of two input values (itself a value of the
+    # accumulator) at any distance from s, above or below it: the float64 sum rounded once
+    # more equals the exact sum rounded once (the accumulator-dominant and term-dominant cases)
+    acc, f = pair
+    A, F = fmt(acc), fmt(f)
+    rng = np.random.default_rng(seed)
+    vals = np.asarray(fpsim.round_to(rng.standard_normal(2) * np.exp2(rng.integers(
+        F.emin - F.man_bits, F.emax, 2)), F, saturate=True), np.float64)  # fmt: skip
+    t = float(vals[0] * vals[1])
+    s = float(fpsim.round_to(math.ldexp(rng.standard_normal(), gap) * (abs(t) or 1.0), A,
+                             saturate=True))  # fmt: skip
+    s = -s if neg else s
+    lo = lambda g: g.emin - g.man_bits  # noqa: E731
+    assert reduce.plain_add_innocuous(2 * F.precision, A.precision, A.emax, lo(A),
+                                      2 * F.emax + 1, 2 * lo(F))  # fmt: skip
+    k = fastround.fast_round_constants(A.record, 1, 0)
+    got = fastround.round_fast_nearest_even(s + t, k)
+    want = round_rational(Fraction(s) + Fraction(t), A) if s + t != 0 else s + t
+    assert same_bits(got, want), (s, t, got, want)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -245,3 +276,224 @@ def test_fast_stochastic_sequential_path_equals_general_path(acc):
     got = arith.matmul(a, b, "fp16", acc=acc, order="sequential", rounding="stochastic", seed=77,
                        out_fmt="fp32")  # fmt: skip
     assert same_bits(got, fast[0])
+
+
+# ---- the float32-lane kernels (fpsim.kernels.lanes32) ------------------------------------------
+
+
+@njit(cache=False, error_model="numpy")
+def _lanes_round(x, kind):
+    out = np.empty_like(x)
+    for i in range(x.size):
+        out[i] = lanes32.round_f32_to_f16(x[i]) if kind == 2 else lanes32.round_f32_to_bf16(x[i])
+    return out
+
+
+@njit(cache=False, error_model="numpy")
+def _lanes_add_odd(s, t):
+    out = np.empty_like(s)
+    for i in range(s.size):
+        out[i] = lanes32.add_odd_f32(s[i], t[i])
+    return out
+
+
+def _f32_probes(rng, n=200_000):
+    """Random float32 bit patterns (every exponent, subnormals, inf, NaN) and the values around
+    fp16's and bf16's midpoints, max, overflow thresholds and smallest subnormals."""
+    pats = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    pts = [0.0, 65504.0, 65520.0, 65536.0, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 2.0**-14,
+           float(ml_bf16_max()), 2.0**-133, 2.0**-134, 1.0 + 2.0**-11, 1.0 + 2.0**-8,
+           3.4e38, np.inf, np.nan]  # fmt: skip
+    pts = np.array(pts, np.float32)
+    near = np.concatenate([np.nextafter(pts, np.float32(np.inf)), np.nextafter(pts, np.float32(0))])
+    x = np.concatenate([pats, pts, near])
+    return np.concatenate([x, -x])
+
+
+def ml_bf16_max():
+    return fpsim.get_format("bf16").max
+
+
+@pytest.mark.skipif(not lanes32.f16_native(), reason="no float32 <-> fp16 conversion in hardware")
+def test_lanes32_fp16_rounding_equals_numpy():
+    x = _f32_probes(np.random.default_rng(1))
+    got = _lanes_round(x, lanes32.FP16)
+    want = x.astype(np.float16).astype(np.float32)  # numpy: IEEE nearest even, float32 -> fp16
+    assert same_bits(got, want)
+
+
+def test_lanes32_bf16_rounding_equals_ml_dtypes():
+    import ml_dtypes
+
+    x = _f32_probes(np.random.default_rng(2))
+    got = _lanes_round(x, lanes32.BF16)
+    want = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert same_bits(got, want)
+    assert np.isnan(got[np.isnan(x)]).all()  # every NaN stays NaN (its payload may not carry)
+
+
+def _odd_reference(s: float, t: float) -> float:
+    """s + t rounded to odd in float32, exactly: the value itself when float32 holds it, else
+    of its two float32 neighbours the one with an odd last bit (beyond float32's range: inf)."""
+    v = Fraction(s) + Fraction(t)
+    if v == 0:
+        return float(np.float32(s) + np.float32(t))  # IEEE's sign of an exact zero
+    r = round_rational(v, "fp32", "toward_zero")
+    if abs(r) >= fpsim.get_format("fp32").max and abs(v) > Fraction(fpsim.get_format("fp32").max):
+        return float(np.float32(s) + np.float32(t))  # overflow: the float32 sum's inf
+    if Fraction(r) == v:
+        return r
+    r32 = np.float32(r)
+    if r32.view(np.uint32) & 1:
+        return r
+    return float(np.nextafter(r32, np.float32(math.copysign(np.inf, float(v)))))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1), st.integers(-40, 40))
+def test_add_odd_f32_is_round_to_odd(bs, bt, shift):
+    s = np.array([bs], np.uint32).view(np.float32)
+    t = np.array([bt], np.uint32).view(np.float32)
+    if shift and np.isfinite(t[0]):  # bring t near s's scale too, where the bits overlap
+        t = (t * np.float32(2.0**shift)).astype(np.float32)
+    if not (np.isfinite(s[0]) and np.isfinite(t[0])):
+        return
+    got = _lanes_add_odd(s, t)[0]
+    assert same_bits(got, _odd_reference(float(s[0]), float(t[0]))), (s[0], t[0])
+
+
+# Accumulators and input formats: which kernel each case takes is asserted, so that both the
+# float32-lane kernel and the float64 nearest-even kernel (rne_midpoint, the ieee/general
+# roundings) are exercised.
+ACCS = ["fp16", "bf16", "fp32", "tf32", "fp8_e5m2", "e8m13"]
+INS = ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
+
+
+def _values(f, rng, shape, scale_exp):
+    """Values of f: random magnitudes across its range (and scaled by 2^scale_exp), with
+    zeros of both signs, subnormals and max sprinkled in."""
+    F = fmt(f)
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 6, shape) + scale_exp)
+    x = np.asarray(fpsim.round_to(np.clip(x, -F.max, F.max), F, saturate=True), np.float64)
+    flat = x.reshape(-1)
+    if flat.size:
+        k = rng.integers(0, flat.size, max(1, flat.size // 8))
+        flat[k] = rng.choice([0.0, -0.0, F.smallest_subnormal, -F.min_normal, F.max, -F.max],
+                             k.size)  # fmt: skip
+    return x
+
+
+def _general(a, b, f, acc, out, subn, sat, unit=False):
+    """The general path's result: the same parameters with every fast form switched off."""
+    P = list(_params(fmt(f), fmt(acc), fmt(out), 0, subn, sat, 0, reduce.SEQUENTIAL, 0, unit,
+                     None, False))  # fmt: skip
+    P[reduce.I_FAST_ADD] = P[reduce.I_FAST_OUT] = P[reduce.I_LANES32] = 0
+    A = a.reshape(1, *a.shape).astype(np.float64)
+    B = None if unit else b.reshape(1, *b.shape).astype(np.float64)
+    res = np.empty((1, a.shape[0], 1 if unit else b.shape[1]))
+    arith_cpu.matmul(A, B, res, tuple(P))
+    return res[0]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(ACCS), st.sampled_from(INS), st.integers(1, 4), st.integers(0, 40),
+       st.integers(1, 21), st.integers(-12, 12), st.integers(0, 1), st.integers(0, 1),
+       st.sampled_from([np.float32, np.float64]), st.integers(0, 2**31))
+def test_fast_nearest_sequential_equals_general_and_exact(acc, f, n, K, m, scale, subn, sat,
+                                                          container, seed):  # fmt: skip
+    rng = np.random.default_rng(seed)
+    a = _values(f, rng, (n, K), scale)
+    b = _values(f, rng, (K, m), 0)
+    if K and rng.random() < 0.2:  # an inf or a NaN in a row
+        a[0, rng.integers(0, K)] = rng.choice([np.inf, -np.inf, np.nan] if fmt(f).has_inf
+                                              else [np.nan])  # fmt: skip
+    P = np.array(_params(fmt(f), fmt(acc), fmt("fp32"), 0, subn, sat, 0, reduce.SEQUENTIAL, 0,
+                         False, None, False))  # fmt: skip
+    kind = reduce.fast_kind(P)
+    F = fmt(f)
+    exact32 = 2 * F.precision <= 24 and 2 * (F.emin - F.man_bits) >= -149 and 2 * F.emax < 126
+    want_lanes = acc in ("fp16", "bf16", "fp32") and subn and not sat and exact32
+    assert kind == (4 if want_lanes else 1 if fastround.fast_round_ok(fmt(acc).record) else 0)
+    got = arith.matmul(a.astype(container), b.astype(container), f, acc=acc, order="sequential",
+                       out_fmt="fp32", subnormals=bool(subn), saturate=bool(sat))  # fmt: skip
+    assert same_bits(got, _general(a, b, f, acc, "fp32", subn, sat))
+    if subn and not sat and np.isfinite(a).all() and n * m * K <= 300:
+        for i in range(n):
+            for j in range(m):
+                terms = [Fraction(a[i, k]) * Fraction(b[k, j]) for k in range(K)]
+                want = reduce_reference(terms, acc, "fp32")
+                assert got[i, j] == want or (math.isnan(got[i, j]) and math.isnan(want))
+
+
+@pytest.mark.parametrize("acc", ["fp16", "bf16", "fp32", "tf32"])
+@pytest.mark.parametrize("f", ["fp16", "bf16", "fp8_e4m3"])
+def test_fast_nearest_sum_and_tiles(acc, f):
+    """Sums (the terms are the values themselves), and products over more lanes than one tile
+    (several panels of B per row)."""
+    rng = np.random.default_rng(11)
+    x = _values(f, rng, (3, 600), 0)
+    got = arith.sum(x, f, acc=acc, order="sequential", axis=1, out_fmt="fp32")
+    assert same_bits(got, _general(x, None, f, acc, "fp32", 1, 0, unit=True)[:, 0])
+    for i in range(3):
+        assert got[i] == reduce_reference([Fraction(v) for v in x[i]], acc, "fp32")
+    a, b = _values(f, rng, (2, 50), -2), _values(f, rng, (50, 2 * reduce.LANES + 77), 0)
+    got = arith.matmul(a, b, f, acc=acc, order="sequential", out_fmt="fp32")
+    assert same_bits(got, _general(a, b, f, acc, "fp32", 1, 0))
+
+
+@pytest.mark.parametrize("f, acc, s, t, want", [
+    # s tiny, t on a midpoint of the accumulator: the float sum lands on the midpoint, the exact
+    # one is just off it (the case that breaks rounding the float32/float64 sum)
+    ("fp16", "fp16", 2.0**-24, (3.0, 683.0), 2050.0),  # 2049 + 2^-24 -> 2050
+    ("fp16", "bf16", -(2.0**-48), (7.0, 37.0), 258.0),  # 259 - 2^-48 -> 258
+    ("bf16", "bf16", -(2.0**-100), (7.0, 37.0), 258.0),  # float64 kernel: rne_midpoint
+])  # fmt: skip
+def test_fast_nearest_sequential_breaks_no_tie(f, acc, s, t, want):
+    a = np.array([[math.sqrt(abs(s)), t[0]]])
+    b = np.array([[math.copysign(math.sqrt(abs(s)), s)], [t[1]]])
+    got = arith.matmul(a, b, f, acc=acc, order="sequential", out_fmt="fp32")
+    assert got[0, 0] == want
+    assert got[0, 0] == reduce_reference([Fraction(s), Fraction(t[0] * t[1])], acc, "fp32")
+
+
+# ---- the block FMA on the CPU: B's flush and exponents computed once (block_row_pre) -----------
+@njit(cache=False, error_model="numpy")
+def _block_generic(A, B, C, out, P):
+    """The block FMA as CUDA and the trace run it (B's exponents found in the loops)."""
+    W = np.empty((reduce.NW, max(out.shape[2], 1)))
+    for bi in range(out.shape[0]):
+        for i in range(out.shape[1]):
+            reduce.block_row(A, B, C, out, bi, i, 0, out.shape[2], W, P)
+
+
+_BLOCK_MODELS = [m for m in arith.PRESETS.values() if m.align_bits is not None] + [
+    arith.BlockFMA(block=4, align_bits=5, align_rounding="nearest_even", rounding="nearest_even",
+                   acc="fp16", input_subnormals=False, acc_subnormals=False),
+    arith.BlockFMA(block=3, align_bits=9, rounding="up", acc="bf16", promote_every=6),
+    arith.BlockFMA(block=5, align_bits=11, rounding="down", acc="fp32", normalize_products=True,
+                   min_exponent=-20),
+]  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(_BLOCK_MODELS), st.integers(1, 3), st.integers(0, 70), st.integers(1, 13),
+       st.integers(-10, 10), st.booleans(), st.integers(0, 2**31))
+def test_block_fma_cpu_equals_generic_block_row(model, n, K, m, scale, with_c, seed):
+    f = (model.inputs or ("fp16",))[0]
+    rng = np.random.default_rng(seed)
+    a = _values(f, rng, (n, K), scale)
+    b = _values(f, rng, (K, m), -scale // 2)
+    if K and rng.random() < 0.2:
+        a[0, rng.integers(0, K)] = rng.choice([np.inf, np.nan] if fmt(f).has_inf else [np.nan])
+    c = None
+    if with_c:
+        c = np.asarray(fpsim.round_to(rng.standard_normal((n, m)) * 4, model.acc), np.float64)
+    got = arith.matmul(a, b, f, accumulation=model, c=c, out_fmt="fp32")
+    from fpsim.arith.reductions import _seed_for
+
+    P = np.array(_params(fmt(f), model.acc, fmt("fp32"), 0, 1, 0, _seed_for(None, 0, model),
+                         reduce.SEQUENTIAL, 0, False, model, False, has_c=c is not None))  # fmt: skip
+    C = np.zeros((1, 1, 1)) if c is None else np.ascontiguousarray(c.reshape(1, n, m))
+    want = np.empty((1, n, m))
+    _block_generic(a.reshape(1, n, K), np.ascontiguousarray(b.reshape(1, K, m)), C, want, P)
+    assert same_bits(got, want[0])

@@ -20,6 +20,7 @@ from ..core import _mode_code, _seed_value, round_to
 from ..formats import Format, FormatLike, fp32, fp64, get_format
 from ..kernels import reduce, scalar
 from ..kernels.fastround import fast_round_ok
+from ..kernels.lanes32 import lanes32_kind
 from ..kernels.operands import require_add, require_mul
 from .accumulation import BlockFMA, get_accumulation
 from .operands import is_binary64, is_device, kernel_array, operand, operands, out_dtype
@@ -93,6 +94,9 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
     # The terms: products (2p bits, up to 2^(2 emax + 1)), a sum's values, or rounded products.
     term_p = f.precision if unit_b else 2 * f.precision
     term_emax = f.emax if unit_b else 2 * f.emax + 1
+    # Every term is a multiple of 2^term_lo (the inputs' smallest quantum, squared for products).
+    term_lo = (1 if unit_b else 2) * (f.emin - f.man_bits)
+    a_lo = a_fmt.emin - a_fmt.man_bits
     block = None
     fast_add = 0
     if model is not None:
@@ -126,7 +130,8 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
                 a_fmt.precision,
                 a_fmt.emax,
                 a_fmt.emin - a_fmt.man_bits,
-                term_emax,
+                a_fmt.emax if rounded else term_emax,
+                a_lo if rounded else term_lo,
             )
         )
         fast_add = 1 if plain else 2
@@ -141,9 +146,18 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
         and bool(fast_round_ok(a_fmt.record))
         and term_emax <= 1020
     )
+    # Nearest even, sequential, exact products into fp32/fp16/bf16: float32 lanes where float32
+    # holds the terms exactly (lanes32).
+    lanes32 = 0
+    acc_name = next((n for n in ("fp32", "fp16", "bf16") if a_fmt.record == get_format(n).record),
+                    None)  # fmt: skip
+    if (not device and model is None and mode == scalar.NEAREST_EVEN and fast_out
+            and order_code == reduce.SEQUENTIAL and not rounded and not record and acc_name):
+        lanes32 = lanes32_kind(acc_name, term_p, term_lo, term_emax, bool(subnormals),
+                               bool(saturate))  # fmt: skip
     return reduce.pack_params(
         a_fmt.record, out_f.record, mode, int(subnormals), int(saturate), seed_v, order_code,
-        rounded, int(unit_b), fast_add, fast_out, block, record, has_c, fast_stoch,
+        rounded, int(unit_b), fast_add, fast_out, block, record, has_c, fast_stoch, lanes32,
     )  # fmt: skip
 
 
@@ -159,10 +173,12 @@ def _reduce(A, B, P, C=None) -> np.ndarray:
     result (nb, n, m)."""
     from ..kernels import arith_cpu
 
-    # One specialisation: the kernel computes in float64 anyway (float32 -> float64 is exact).
-    A = kernel_array(A.astype(np.float64, copy=False))
+    # One specialisation: the kernel computes in float64 anyway (float32 -> float64 is exact);
+    # the float32-lane kernel in float32 (which then holds the inputs exactly).
+    dtype = np.float32 if reduce.fast_kind(np.asarray(P)) == 4 else np.float64
+    A = kernel_array(A.astype(dtype, copy=False))
     if B is not None:
-        B = kernel_array(B.astype(np.float64, copy=False))
+        B = kernel_array(B.astype(dtype, copy=False))
     m = 1 if B is None else B.shape[2]
     out = np.empty((A.shape[0], A.shape[1], m), np.float64)
     if out.size:

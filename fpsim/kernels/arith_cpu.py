@@ -354,31 +354,54 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
 
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
-# Four kernels, one per kind of reduction, so that a call compiles only what it runs: the fast
-# sequential form in nearest even (no scalar.convert, no other mode: the common case compiles
-# in seconds) and in the other deterministic modes, the block FMA, and every other order and
-# mode. Each reduces rows r0 <= r < r1 of the result (row r is
+from . import lanes32  # noqa: E402  (the float32-lane kernels of the sequential nearest-even sum)
+from .fastround import fast_round_constants  # noqa: E402
+
+
+# One kernel per kind of reduction, so that a call compiles only what it runs: the fast
+# sequential form in nearest even with float32 lanes (fp32/fp16/bf16 accumulators of inputs
+# float32 holds exactly: the common case, see lanes32) and with float64 lanes (no
+# scalar.convert, no other mode), in the other deterministic modes, stochastic rounding, the
+# block FMA, and every other order and mode. Each reduces rows r0 <= r < r1 of the result (row r is
 # out[r // n, r % n, :]) with all the row's columns as lanes, and releases the GIL: rows run in
 # parallel on a pool of Python threads (no second thread pool beside the BLAS's, and no
 # parallel-loop compilation).
+# One float32-lane kernel per accumulator: each compiles only its own loops.
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_fp16(A, B, out, KO, unit, r0, r1):
+    lanes32.rows_fp16(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_bf16(A, B, out, KO, unit, r0, r1):
+    lanes32.rows_bf16(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_fp32(A, B, out, KO, unit, r0, r1):
+    lanes32.rows_fp32(A, B, out, KO, unit, r0, r1)
+
+
+_LANES32_KERNELS = {lanes32.FP16: _rows_lanes32_fp16, lanes32.BF16: _rows_lanes32_bf16,
+                    lanes32.FP32: _rows_lanes32_fp32}  # fmt: skip
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_nearest(A, B, out, P, r0, r1):
     m = out.shape[2]
-    S = np.empty(max(m, 1))
-    T = np.empty(max(m, 1))
+    W = np.empty((3, max(min(m, reduce.LANES), 1)))  # nearest_row goes in tiles of LANES
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.nearest_row(A, B, out, r // n, r % n, 0, m, S, T, P)
+        reduce.nearest_row(A, B, out, r // n, r % n, 0, m, W, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_directed(A, B, out, P, r0, r1):
     m = out.shape[2]
-    S = np.empty(max(m, 1))
-    T = np.empty(max(m, 1))
+    W = np.empty((3, max(min(m, reduce.LANES), 1)))  # directed_row goes in tiles of LANES
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.directed_row(A, B, out, r // n, r % n, 0, m, S, T, P)
+        reduce.directed_row(A, B, out, r // n, r % n, 0, m, W, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -392,12 +415,12 @@ def _rows_stochastic(A, B, out, P, r0, r1):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _rows_block(A, B, C, out, P, r0, r1):
+def _rows_block(A, BF, PB, C, out, P, r0, r1):
     m = out.shape[2]
     W = np.empty((reduce.NW, max(m, 1)))
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.block_row(A, B, C, out, r // n, r % n, 0, m, W, P)
+        reduce.block_row_pre(A, BF, PB, C, out, r // n, r % n, 0, m, W, P, True)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -449,7 +472,16 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
     work = nrows * A.shape[2] * max(out.shape[2], 1)
     fast = reduce.fast_kind(P)
     if P[reduce.I_ORDER] == reduce.BLOCK:
-        _run_rows(_rows_block, (A, B, C, out, P), nrows, work)
+        BF, PB = reduce.block_operand(B, P)  # B's part of the alignment, once for all rows
+        _run_rows(_rows_block, (A, BF, PB, C, out, P), nrows, work)
+    elif fast == 4:
+        # float32 lanes: the parameters guarantee that float32 holds the inputs exactly.
+        A32 = np.ascontiguousarray(A, dtype=np.float32)
+        B32 = np.ascontiguousarray(B, dtype=np.float32)
+        outf = unflatten(P, reduce.I_OUT)
+        KO = np.array(fast_round_constants(outf, P[reduce.I_SUBN], P[reduce.I_SAT]))
+        kernel = _LANES32_KERNELS[int(P[reduce.I_LANES32])]
+        _run_rows(kernel, (A32, B32, out, KO, P[reduce.I_UNIT_B] == 1), nrows, work)
     elif fast == 1:
         _run_rows(_rows_nearest, (A, B, out, P), nrows, work)
     elif fast == 2:

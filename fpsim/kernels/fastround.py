@@ -154,26 +154,37 @@ def _finish(x, y, to_max, k):
 
 
 # One function per mode: the hot loops call these with no mode test inside, so that each loop
-# compiles to straight vector code.
+# compiles to straight vector code (the option tests are selects, not branches).
 @register_jitable
 def round_fast_nearest_even(x, k):
     """Nearest even by the machine's own rounding: with s = 1.5 * 2^(e + 52 - m) (e the binade
     of x, within [emin, emax]) the float64 sum x + s has exactly the quantum 2^(e - m) as its
     last place (|x| < 2^(e + 51 - m) for m <= 50), so ``(x + s) - s`` is x rounded to nearest
     even on the format's grid. inf and NaN pass (s stays finite); values beyond the range end
-    above max and overflow."""
+    above max and overflow. Branch-free: saturation and flush-to-zero are selects (``k[5]`` is 0
+    when subnormals are kept, and then flushes nothing)."""
     p = min(max(pow2_of(x), k[0]), k[7])
     s = p * k[8]
     y = (x + s) - s
-    sat = k[6] == 1.0
-    big = k[4] if sat else math.inf
+    big = k[4] if k[6] == 1.0 else math.inf
     y = big if abs(y) > k[4] else y
-    if k[5] > 0.0:  # flush-to-zero (after rounding)
-        y = 0.0 if abs(y) < k[5] else y
+    y = 0.0 if abs(y) < k[5] else y  # flush-to-zero (after rounding)
     y = math.copysign(y, x)
-    if sat:  # an infinite input stays infinite; only overflow saturates
-        y = x if (x - x) != 0.0 else y
-    return y
+    return x if (x - x) != 0.0 else y  # an infinite input stays infinite; only overflow saturates
+
+
+@register_jitable
+def round_fast_nearest_even_ieee(x, k):
+    """:func:`round_fast_nearest_even` with IEEE's defaults (subnormal results kept, overflow to
+    inf: ``k`` made with ``subnormals=1, saturate=0``), in fewer instructions: the rounding of
+    |x|, then x's sign put back (a zero result keeps it; inf and NaN pass: |x| + s - s is
+    inf or NaN, and inf > max)."""
+    ax = abs(x)
+    p = min(max(pow2_of(ax), k[0]), k[7])
+    s = p * k[8]
+    y = (ax + s) - s
+    y = math.inf if y > k[4] else y
+    return math.copysign(y, x)
 
 
 @register_jitable

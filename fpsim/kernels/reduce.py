@@ -26,8 +26,11 @@ The steps
     correct in every mode). Where the format and mode allow it, the CPU takes the fast forms
     of the same step: ``fastround.round_fast`` in place of ``convert``, and a plain float64 sum
     in place of two_sum + round to odd where that is innocuous (``P[FAST_ADD]`` = 1, see
-    :func:`plain_add_innocuous`). The choices are made on the host, once per call; both forms
-    are tested against exact rational arithmetic.
+    :func:`plain_add_innocuous`; elsewhere in nearest even the float64 sum checked for landing
+    on a midpoint, :func:`ne_checked`). For fp32, fp16 and bf16 accumulators of inputs float32
+    holds exactly the CPU runs the sequential nearest-even order in float32 lanes instead
+    (:mod:`fpsim.kernels.lanes32`). The choices are made on the host, once per call; every
+    form is tested against exact rational arithmetic.
 
 Stochastic rounding
     Output element o (flat index into the result) with K terms numbers its rounding events r
@@ -58,6 +61,7 @@ from .fastround import (
     round_fast_down,
     round_fast_nearest_away,
     round_fast_nearest_even,
+    round_fast_nearest_even_ieee,
     round_fast_stochastic,
     round_fast_toward_zero,
     round_fast_up,
@@ -128,12 +132,13 @@ I_C_EMIN = I_MODE + 20  # exponent of the accumulator's lowest binade, as the da
 I_RECORD = I_MODE + 21  # log every accumulator step (the trace)
 I_HAS_C = I_MODE + 22  # block FMA: the accumulator starts at C[b, i, j] (D = A B + C), not +0
 I_FAST_STOCH = I_MODE + 23  # sequential stochastic rounding may take its fast form
-NPARAMS = I_MODE + 24
+I_LANES32 = I_MODE + 24  # the float32-lane kernel that may run it (lanes32.FP32/FP16/BF16), 0 none
+NPARAMS = I_MODE + 25
 
 
 def pack_params(acc, out, mode, subnormals, saturate, seed, order, rounded, unit_b, fast_add=0,
                 fast_out=0, block=None, record=False, has_c=False,
-                fast_stoch=0) -> np.ndarray:  # fmt: skip
+                fast_stoch=0, lanes32=0) -> np.ndarray:  # fmt: skip
     """The parameter array P (int64). ``acc``, ``out``: FormatRecords. ``block``: None, or a dict
     of the block FMA's parameters (``prom`` a FormatRecord, ``n``, ``align``, ``align_mode``,
     ``bmode``, ``bfast``, ``normalize``, ``min_exp``, ``in_subn``, ``acc_subn``,
@@ -146,16 +151,18 @@ def pack_params(acc, out, mode, subnormals, saturate, seed, order, rounded, unit
             b.get("bfast", 0), b.get("normalize", 0), b.get("min_exp", -100000),
             b.get("in_subn", 1), b.get("acc_subn", 1), b.get("promote", 0),
             b.get("in_emin", -1022), b.get("c_emin", -1022), int(record), int(has_c),
-            fast_stoch]  # fmt: skip
+            fast_stoch, lanes32]  # fmt: skip
     p = np.array(head + [int(v) for v in rest], dtype=np.int64)
     assert p.size == NPARAMS
     return p
 
 
 def plain_add_innocuous(term_precision: int, acc_precision: int, acc_emax: int, acc_lo: int,
-                        term_emax: int) -> bool:  # fmt: skip
+                        term_emax: int, term_lo: int | None = None) -> bool:  # fmt: skip
     """Whether rounding the float64 sum ``s + t`` to nearest even in the accumulator equals
     rounding the exact ``s + t`` (no two_sum needed), for every accumulator value s and term t.
+    ``acc_lo``, ``term_lo``: the exponents of the smallest quantum of the accumulator and of
+    the terms (every term a multiple of 2^term_lo; None: not known).
 
     The float64 sum differs only when ``s + t`` needs more than 53 bits, and then the two
     roundings differ only when the float64 sum lands on a midpoint of the accumulator's grid
@@ -164,13 +171,27 @@ def plain_add_innocuous(term_precision: int, acc_precision: int, acc_emax: int, 
     ``term_precision + acc_precision <= 50``. With t dominant and on a midpoint, s would have
     to be non-zero yet below half a float64 ulp of t: impossible when the accumulator's values
     span at most 48 binades (``acc_emax - acc_lo <= 48``, acc_lo the exponent of its smallest
-    subnormal). Terms beyond the accumulator's range overflow both ways. fp16 accumulators of
-    fp16/bf16... products qualify (22 + 11 bits, 39 binades); bf16 and fp32 accumulators do
-    not (their range is too wide). The margins are deliberate; tests check the fp16 case
-    against exact rational arithmetic on adversarial inputs.
+    subnormal). Nor can a dominant t reach a midpoint it is not on when t is itself a value of
+    the accumulator (``term_precision <= acc_precision``, ``term_lo >= acc_lo``, ``term_emax
+    <= acc_emax``): the first argument with the roles swapped, s's precision being the
+    accumulator's (``2 * acc_precision <= 50``). Terms beyond the accumulator's range overflow
+    both ways. fp16 accumulators of fp16/bf16... products qualify (22 + 11 bits, 39 binades),
+    and fp32 accumulators of fp16 products (fp32 values), bf16 accumulators of fp8 products;
+    bf16 accumulators of fp16 products do not (260 binades, and 22-bit terms). The margins are
+    deliberate; tests check these cases against exact rational arithmetic on adversarial
+    inputs.
     """
-    del term_emax  # overflowing terms round to inf either way
-    return term_precision + acc_precision <= 50 and acc_emax - acc_lo <= 48
+    if term_precision + acc_precision > 50:
+        return False
+    if acc_emax - acc_lo <= 48:
+        return True
+    return (
+        term_lo is not None
+        and term_precision <= acc_precision
+        and term_lo >= acc_lo
+        and term_emax <= acc_emax
+        and 2 * acc_precision <= 50
+    )
 
 
 # ---- small pieces ------------------------------------------------------------------------------
@@ -293,82 +314,151 @@ def sequential_reduce(A, B, P, acc, bi, i, j0, m, S, T, base0, stride, LOG):
             log_step(LOG, P, k, 1, x0, T[0], S[0])
 
 
+LANES = 512  # lanes per tile of the CPU's fast kernels: their work rows stay in the L1 cache
+
+
 @register_jitable
-def nearest_step(S, A, B, bi, i, k, j0, m, unit, plain, kf):
-    """``S[j] = acc(S[j] + t_j)`` for every lane, t_j = A[bi, i, k] * B[bi, k, j0 + j] (a sum:
-    A's value), nearest even, fast forms: the float64 sum (``plain``, where innocuous) or
-    two_sum + round to odd. No test inside the loops: each compiles to straight vector code."""
-    a = A[bi, i, k]
-    if unit:
-        S[0] = round_fast_nearest_even(S[0] + a if plain else add_odd(S[0], a), kf)
-    elif plain:
+def rne_midpoint(x, k):
+    """(x rounded to nearest even as :func:`round_fast_nearest_even_ieee`, whether x lies
+    exactly on a midpoint of the format's grid: |x - r| = q / 2, q = 2^(e - m) the quantum of
+    x's binade; x - r is exact, both being multiples of q / 2 within q of each other)."""
+    ax = abs(x)
+    p = min(max(pow2_of(ax), k[0]), k[7])
+    s = p * k[8]
+    y = (ax + s) - s
+    mid = abs(ax - y) == p * (0.5 * k[3])
+    y = math.inf if y > k[4] else y
+    return math.copysign(y, x), mid
+
+
+@register_jitable
+def ne_first(D, a, Bk, m, kf, ieee):
+    """``D[j] = acc(a * Bk[j])``: the first term of each lane, rounded alone (nearest even)."""
+    if ieee:
         for j in range(m):
-            S[j] = round_fast_nearest_even(S[j] + a * B[bi, k, j0 + j], kf)
+            D[j] = round_fast_nearest_even_ieee(a * Bk[j], kf)
     else:
         for j in range(m):
-            S[j] = round_fast_nearest_even(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
+            D[j] = round_fast_nearest_even(a * Bk[j], kf)
 
 
 @register_jitable
-def directed_step(S, A, B, bi, i, k, j0, m, unit, mode, kf):
-    """:func:`nearest_step` in a directed mode or ties-away: two_sum + round to odd, then one
-    loop per mode."""
-    a = A[bi, i, k]
-    if unit:
-        t = a
-        S[0] = down_zero(S[0], t, round_fast(add_odd(S[0], t), mode, kf), mode)
-    elif mode == TOWARD_ZERO:
+def ne_plain(S, a, Bk, m, kf, ieee):
+    """``S[j] = acc(S[j] + a * Bk[j])`` with the float64 sum in place of the exact one (where
+    :func:`plain_add_innocuous` holds)."""
+    if ieee:
         for j in range(m):
-            S[j] = round_fast_toward_zero(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
-    elif mode == UP:
-        for j in range(m):
-            S[j] = round_fast_up(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
-    elif mode == DOWN:
-        for j in range(m):
-            x = S[j]
-            t = a * B[bi, k, j0 + j]
-            S[j] = down_zero(x, t, round_fast_down(add_odd(x, t), kf), DOWN)
+            S[j] = round_fast_nearest_even_ieee(S[j] + a * Bk[j], kf)
     else:
         for j in range(m):
-            S[j] = round_fast_nearest_away(add_odd(S[j], a * B[bi, k, j0 + j]), kf)
+            S[j] = round_fast_nearest_even(S[j] + a * Bk[j], kf)
 
 
 @register_jitable
-def nearest_row(A, B, out, bi, i, j0, m, S, T, P):
+def ne_checked(S, D, a, Bk, m, kf, ieee):
+    """``D[j] = acc(S[j] + a * Bk[j])`` for every accumulator (nearest even), ``S`` and ``D``
+    distinct. The float64 sum x = fl(s + t) rounds like the exact s + t unless x lies on a
+    midpoint of the accumulator's grid: every midpoint is a float64 number and rounding to
+    float64 is monotonic, so when x is not one, x and s + t lie between the same two
+    midpoints (and have the same sign; x = 0 only for an exact zero, whose sign float64's sum
+    gets right). The lanes where x is a midpoint (rare, and often exact anyway) are redone
+    with two_sum + round to odd after the loop, which then runs on plain float arithmetic."""
+    hits = 0
+    if ieee:
+        for j in range(m):
+            r, mid = rne_midpoint(S[j] + a * Bk[j], kf)
+            D[j] = r
+            hits += mid
+    else:
+        for j in range(m):
+            x = S[j] + a * Bk[j]
+            D[j] = round_fast_nearest_even(x, kf)
+            hits += rne_midpoint(x, kf)[1]
+    if hits:
+        for j in range(m):
+            t = a * Bk[j]
+            if rne_midpoint(S[j] + t, kf)[1]:
+                D[j] = round_fast_nearest_even(add_odd(S[j], t), kf)
+
+
+@register_jitable
+def nearest_row(A, B, out, bi, i, j0, m, W, P):
     """``out[bi, i, j0 + j]``: the sequential reduction with exact products, nearest even, every
-    step in its fast form (``P[I_FAST_ADD]`` 1 or 2, ``P[I_FAST_OUT]``): the CPU's kernel for
-    the common case, which compiles without ``scalar.convert`` or the other modes."""
+    step in its fast form (``P[I_FAST_ADD]`` 1: the float64 sum; 2: the float64 sum checked
+    for midpoints, :func:`ne_checked`), and ``P[I_FAST_OUT]``: the CPU's kernel for the common
+    case, which compiles without ``scalar.convert`` or the other modes. The lanes go in tiles
+    of :data:`LANES`, each reduced over all k while its two work rows (``W[0]``, ``W[1]``)
+    stay in the L1 cache. ``W``: (>= 3, >= min(m, LANES))."""
     kf = fast_round_constants(unflatten(P, I_ACC), P[I_SUBN], P[I_SAT])
+    ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
+    ieee = P[I_SUBN] == 1 and P[I_SAT] == 0
     plain = P[I_FAST_ADD] == 1
     unit = P[I_UNIT_B] == 1
     K = A.shape[2]
-    if K > 0:
-        load_terms(A, B, P, bi, i, 0, j0, m, T)
-        for j in range(m):
-            S[j] = round_fast_nearest_even(T[j], kf)  # the first term, rounded alone
-    for k in range(1, K):
-        nearest_step(S, A, B, bi, i, k, j0, m, unit, plain, kf)
-    ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
-    for j in range(m):
-        out[bi, i, j0 + j] = round_fast_nearest_even(S[j] if K > 0 else 0.0, ko)
+    Ar = A[bi, i]
+    W[2, 0] = 1.0  # a sum's "B": every term times 1 (exact)
+    for t0 in range(j0, j0 + m, LANES):
+        n = min(LANES, j0 + m - t0)
+        S = W[0, :n]
+        D = W[1, :n]
+        if K > 0:
+            ne_first(S, Ar[0], W[2, :1] if unit else B[bi, 0, t0:t0 + n], n, kf, ieee)
+        for k in range(1, K):
+            Bk = W[2, :1] if unit else B[bi, k, t0:t0 + n]
+            if plain:
+                ne_plain(S, Ar[k], Bk, n, kf, ieee)
+            else:
+                ne_checked(S, D, Ar[k], Bk, n, kf, ieee)
+                S, D = D, S
+        o = out[bi, i, t0:t0 + n]
+        for j in range(n):
+            o[j] = round_fast_nearest_even(S[j] if K > 0 else 0.0, ko)
 
 
 @register_jitable
-def directed_row(A, B, out, bi, i, j0, m, S, T, P):
-    """:func:`nearest_row` for the directed modes and ties-away (``P[I_MODE]``)."""
+def directed_step(S, a, Bk, m, mode, kf):
+    """``S[j] = acc(S[j] + a * Bk[j])`` in a directed mode or ties-away: two_sum + round to odd,
+    then the mode's rounding, one loop per mode."""
+    if mode == TOWARD_ZERO:
+        for j in range(m):
+            S[j] = round_fast_toward_zero(add_odd(S[j], a * Bk[j]), kf)
+    elif mode == UP:
+        for j in range(m):
+            S[j] = round_fast_up(add_odd(S[j], a * Bk[j]), kf)
+    elif mode == DOWN:
+        for j in range(m):
+            x = S[j]
+            t = a * Bk[j]
+            S[j] = down_zero(x, t, round_fast_down(add_odd(x, t), kf), DOWN)
+    else:
+        for j in range(m):
+            S[j] = round_fast_nearest_away(add_odd(S[j], a * Bk[j]), kf)
+
+
+@register_jitable
+def directed_row(A, B, out, bi, i, j0, m, W, P):
+    """:func:`nearest_row` for the directed modes and ties-away (``P[I_MODE]``), two_sum +
+    round to odd at every step (``P[I_FAST_ADD]`` 2); ``W``: (>= 3, >= min(m, LANES))."""
     kf = fast_round_constants(unflatten(P, I_ACC), P[I_SUBN], P[I_SAT])
+    ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
     mode = P[I_MODE]
     unit = P[I_UNIT_B] == 1
     K = A.shape[2]
-    if K > 0:
-        load_terms(A, B, P, bi, i, 0, j0, m, T)
-        for j in range(m):
-            S[j] = round_fast(T[j], mode, kf)  # the first term, rounded alone
-    for k in range(1, K):
-        directed_step(S, A, B, bi, i, k, j0, m, unit, mode, kf)
-    ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
-    for j in range(m):
-        out[bi, i, j0 + j] = round_fast(S[j] if K > 0 else 0.0, mode, ko)
+    Ar = A[bi, i]
+    W[2, 0] = 1.0  # a sum's "B": every term times 1 (exact)
+    for t0 in range(j0, j0 + m, LANES):
+        n = min(LANES, j0 + m - t0)
+        S = W[0, :n]
+        if K > 0:
+            B0 = W[2, :1] if unit else B[bi, 0, t0:t0 + n]
+            a = Ar[0]
+            for j in range(n):
+                S[j] = round_fast(a * B0[j], mode, kf)  # the first term, rounded alone
+        for k in range(1, K):
+            directed_step(S, Ar[k], W[2, :1] if unit else B[bi, k, t0:t0 + n], n, mode, kf)
+        o = out[bi, i, t0:t0 + n]
+        for j in range(n):
+            o[j] = round_fast(S[j] if K > 0 else 0.0, mode, ko)
 
 
 @register_jitable
@@ -528,7 +618,7 @@ def block_round(bmode, acc, X, E, PS, F, rand, bfast, kb, top, acc_subn):
 
 
 @register_jitable
-def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
+def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre):
     """The block fused multiply-add of a tensor core, applied to every block of ``P[I_BLOCK]``
     consecutive terms of each lane (the last block may be shorter: zero padding adds nothing).
 
@@ -547,6 +637,10 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
        them;
     4. every ``P[I_PROMOTE]`` terms (and at the end) the accumulator is added to a wider
        partial sum in ``prom`` (round to nearest even) and restarts at +0.
+
+    ``pre`` (the CPU): B's values come already flushed (:func:`flush_input`) and ``PB`` holds
+    their :func:`input_pow2`, computed once for all rows; the plain loops then read them.
+    Otherwise (CUDA, the trace) ``PB`` is unused.
 
     ``P[I_ALIGN] = -1`` is exact alignment (one term per block): ``c + p`` correctly rounded.
     The aligned sum is an integer below 2^53 (checked on the host), and every scaling is by a
@@ -630,6 +724,10 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
                 elif unit:
                     for j in range(m):
                         E[j] = max(E[j], pa)
+                elif pre:
+                    PBk = PB[bi, k, j0:j0 + m]
+                    for j in range(m):
+                        E[j] = max(E[j], pa * PBk[j])
                 else:
                     for j in range(m):
                         pb = input_pow2(flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin),
@@ -645,7 +743,20 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
             #    (X goes wrong for inf/NaN terms, but their plain sum then decides the result.)
             for k in range(k0, k1):
                 a = flush_input(A[bi, i, k], keep_sub, two_in_emin)
-                if rounded or nearest_align or unit:
+                if pre and not (rounded or unit):
+                    # trunc and rint are odd functions: cut p * 2^(F - E) itself, sign and all.
+                    Bk = B[bi, k, j0:j0 + m]
+                    if nearest_align:
+                        for j in range(m):
+                            p = a * Bk[j]
+                            PS[j] += p
+                            X[j] += rint_f64(p * SC[j])
+                    else:
+                        for j in range(m):
+                            p = a * Bk[j]
+                            PS[j] += p
+                            X[j] += trunc_f64(p * SC[j])
+                elif rounded or nearest_align or unit:
                     for j in range(m):
                         b = 1.0 if unit else flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin)
                         p = a * b
@@ -691,10 +802,13 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride):
 @register_jitable
 def fast_kind(P):
     """Which fast sequential kernel runs these parameters: 1 nearest even, 2 another
-    deterministic mode, 3 stochastic rounding, 0 none (another order, rounded products, a log,
-    or no fast form)."""
+    deterministic mode, 3 stochastic rounding, 4 nearest even with float32 lanes
+    (:mod:`fpsim.kernels.lanes32`), 0 none (another order, rounded products, a log, or no fast
+    form)."""
     if P[I_ORDER] != SEQUENTIAL or P[I_ROUNDED] != 0 or P[I_RECORD] != 0:
         return 0
+    if P[I_LANES32] != 0 and P[I_MODE] == NEAREST_EVEN and P[I_FAST_OUT] == 1:
+        return 4
     if P[I_FAST_STOCH] == 1:
         return 3
     if P[I_FAST_ADD] == 0 or P[I_FAST_OUT] == 0:
@@ -740,13 +854,34 @@ def general_row(A, B, out, bi, i, j0, m, W, ST, LOG, P):
 @register_jitable
 def block_row(A, B, C, out, bi, i, j0, m, W, P):
     """``out[bi, i, j0 + j]`` for j < m with the block FMA of ``P`` (:func:`block_reduce`)."""
+    block_row_pre(A, B, B, C, out, bi, i, j0, m, W, P, False)
+
+
+@register_jitable
+def block_row_pre(A, BF, PB, C, out, bi, i, j0, m, W, P, pre):
+    """:func:`block_row`; on the CPU (``pre``) ``BF`` = B's values flushed as the model reads
+    them and ``PB`` their :func:`input_pow2` (see :func:`block_operand`), computed once for all
+    rows."""
     acc = unflatten(P, I_ACC)
     prom = unflatten(P, I_PROM)
     K = A.shape[2]
     stride = 2 * K + 1
     base0 = event_base(bi, i, j0, out.shape[1], out.shape[2], K)
-    block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride)
+    block_reduce(A, BF, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
     round_out(out, W[W_O], bi, i, j0, m, P, base0, stride, K)
+
+
+def block_operand(B: np.ndarray, P) -> tuple[np.ndarray, np.ndarray]:
+    """(BF, PB) for :func:`block_row_pre`, with numpy: B's values with subnormals read as zero
+    when the model flushes them (:func:`flush_input`), and 2^e of each for the alignment
+    (:func:`input_pow2`: 0 for zero, at least the inputs' lowest binade)."""
+    two_in_emin = math.ldexp(1.0, int(P[I_IN_EMIN]))
+    BF = B
+    if P[I_IN_SUBN] != 1:
+        BF = np.where(np.abs(B) < two_in_emin, np.copysign(0.0, B), B)
+    pow2 = (BF.view(np.int64) & np.int64(0x7FF0000000000000)).view(np.float64)
+    PB = np.where(BF == 0.0, 0.0, np.maximum(pow2, two_in_emin))
+    return np.ascontiguousarray(BF), PB
 
 
 @register_jitable
