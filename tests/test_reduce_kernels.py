@@ -20,7 +20,7 @@ from numba import njit
 import fpsim
 from fpsim import arith
 from fpsim.arith.reductions import _params
-from fpsim.kernels import arith_cpu, fastround, lanes32, reduce, scalar
+from fpsim.kernels import arith_cpu, fastround, lanes32, reduce, reduce_fast, scalar
 
 sys.path.insert(0, str(Path(__file__).parent))
 from arith_oracle import MODES, reduce_reference, round_rational  # noqa: E402
@@ -436,7 +436,7 @@ def test_fast_nearest_sum_and_tiles(acc, f):
     assert same_bits(got, _general(x, None, f, acc, "fp32", 1, 0, unit=True)[:, 0])
     for i in range(3):
         assert got[i] == reduce_reference([Fraction(v) for v in x[i]], acc, "fp32")
-    a, b = _values(f, rng, (2, 50), -2), _values(f, rng, (50, 2 * reduce.LANES + 77), 0)
+    a, b = _values(f, rng, (2, 50), -2), _values(f, rng, (50, 2 * reduce_fast.LANES + 77), 0)
     got = arith.matmul(a, b, f, acc=acc, order="sequential", out_fmt="fp32")
     assert same_bits(got, _general(a, b, f, acc, "fp32", 1, 0))
 

@@ -136,7 +136,7 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
         )
         fast_add = 1 if plain else 2
     # Stochastic rounding, sequential, exact products: round_fast_stochastic where the float64
-    # sum is exact, the general step elsewhere (reduce.stochastic_row).
+    # sum is exact, the general step elsewhere (reduce_fast.stochastic_row).
     fast_stoch = int(
         not device
         and model is None

@@ -58,7 +58,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from . import nearest_float, reduce, scalar, scalar_ops
+from . import nearest_float, reduce, reduce_fast, scalar, scalar_ops
 from .record import FLOAT64, FormatRecord, unflatten
 
 BLOCK = 16384  # elements per parallel task (elementwise kernels)
@@ -389,19 +389,19 @@ _LANES32_KERNELS = {lanes32.FP16: _rows_lanes32_fp16, lanes32.BF16: _rows_lanes3
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_nearest(A, B, out, P, r0, r1):
     m = out.shape[2]
-    W = np.empty((3, max(min(m, reduce.LANES), 1)))  # nearest_row goes in tiles of LANES
+    W = np.empty((3, max(min(m, reduce_fast.LANES), 1)))  # nearest_row goes in tiles of LANES
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.nearest_row(A, B, out, r // n, r % n, 0, m, W, P)
+        reduce_fast.nearest_row(A, B, out, r // n, r % n, 0, m, W, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_directed(A, B, out, P, r0, r1):
     m = out.shape[2]
-    W = np.empty((3, max(min(m, reduce.LANES), 1)))  # directed_row goes in tiles of LANES
+    W = np.empty((3, max(min(m, reduce_fast.LANES), 1)))  # directed_row goes in tiles of LANES
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.directed_row(A, B, out, r // n, r % n, 0, m, W, P)
+        reduce_fast.directed_row(A, B, out, r // n, r % n, 0, m, W, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -411,7 +411,7 @@ def _rows_stochastic(A, B, out, P, r0, r1):
     RBITS = np.empty(max(m, 1), np.int64)
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce.stochastic_row(A, B, out, r // n, r % n, 0, m, W, RBITS, P)
+        reduce_fast.stochastic_row(A, B, out, r // n, r % n, 0, m, W, RBITS, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
