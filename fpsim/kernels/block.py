@@ -189,13 +189,19 @@ def _blocks(x, out, scales, blk0, blk1, flat, g, elem_max, scale_min):
             e = mx_exponent(mbits, srule, emax, elem.man_bits, max_sig, s_emin, s_emax)
             scales[row, blk % nb] = scalar.pow2(e)
             inv = scalar.pow2(-e)
+            # x · 2^-e overflows float64 only for a float64 x near its max and a scale format
+            # whose range stops short of amax: the exact quotient is finite, so ±F64_MAX stands
+            # in for it (it saturates as the quotient does; inf would stay inf in e5m2)
             if fast:
                 for i in range(hi - lo):  # branch-free: vectorised
-                    o[i] = round_fast(np.float64(xr[i]) * inv, elem, k)
+                    t = np.float64(xr[i]) * inv
+                    t = math.copysign(F64_MAX, t) if abs(t) == math.inf else t
+                    o[i] = round_fast(t, elem, k)
             else:
                 for i in range(hi - lo):
                     rand = scalar.random62(seed, base + i) if stoch else 0
                     t = np.float64(xr[i]) * inv
+                    t = math.copysign(F64_MAX, t) if abs(t) == math.inf else t
                     o[i] = scalar.round_value(t, elem, mode, 1, 1, rand)
         else:
             # 3. A float scale (NVFP4): see _float_scales, which computed it for every block.
