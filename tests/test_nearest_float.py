@@ -84,7 +84,7 @@ def canonical_nan(x: np.ndarray) -> np.ndarray:
     return (quiet | (np.signbit(x).astype(np.uint64) * sign)).view(np.int64)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(accepted_format(), st.integers(0, 2**32), st.booleans(), st.booleans())
 def test_float_form_equals_definition_and_general_path(fc, seed, subnormals, saturate):
     f, container = fc
@@ -121,7 +121,7 @@ def _only_nan_sign(got: np.ndarray, want: np.ndarray) -> bool:
     return bool(ok.all())
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(accepted_format(), st.integers(0, 2**32))
 def test_input_check_and_final_rounding_of_arith(fc, seed):
     """count_not_in_format counts exactly the non-NaN values the definition moves, and the

@@ -193,7 +193,7 @@ def block_case(elem, scale, bs, shape, dtype, ts, seed):
     return scheme, rule, x, tensor_scale
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=1)),
     ts=st.sampled_from(["default", "none", "given"]),
@@ -421,7 +421,7 @@ def exact_stochastic_elements(x, scales, g, bs, elem, seed, pow2, first):
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     elem=st.one_of(st.sampled_from(NAMED_ELEMENTS), custom_formats(min_man=0)),
     ts=st.sampled_from(["default", "none", "given", "extreme"]),
