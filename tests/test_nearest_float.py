@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -144,7 +145,6 @@ def test_input_check_and_final_rounding_of_arith(fc, seed):
 def test_every_float32_pattern_sample_against_ml_dtypes(name):
     """A dense sample of float32 patterns (every 997th of all 2^32) rounded by round_to equals
     ml_dtypes' own float32 -> format conversion (an independent implementation), NaN aside."""
-    ml_dtypes = pytest.importorskip("ml_dtypes")
     f = fpsim.get_format(name)
     dt = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn,
           "fp8_e5m2": ml_dtypes.float8_e5m2, "fp8_e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
