@@ -1,5 +1,8 @@
 """numba.cuda kernels for the two core steps of dynamic loss scaling, the GPU twins of
-:mod:`fpsim.kernels.amp_cpu` (same contracts, same results bit for bit).
+:mod:`fpsim.kernels.amp_cpu` (same contracts, same results bit for bit, except the payload of a
+NaN gradient: ``NaN * inv_scale`` is the canonical NaN ``0x7fffffff`` in a GPU's float32
+multiply, while x86 keeps the payload -- the same difference as between PyTorch's own CPU and
+CUDA kernels, which this mirrors).
 
 * ``_unscale_kernel``: one thread per element of one gradient (PyTorch's
   ``_amp_foreach_non_finite_check_and_unscale_`` launches one multi-tensor kernel over the list;

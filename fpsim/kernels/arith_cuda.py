@@ -84,14 +84,21 @@ def _unary_kernel(which, x, out, ftz, tiny):
         out[i] = r
 
 
+# A local array's shape must be a compile-time constant on the GPU: a module attribute
+# (``reduce.NW``) is typed as a plain int64 there, a global of this module as a literal. (The
+# simulator accepts either, so only a real GPU showed it.)
+_NW = reduce.NW
+_STACK = reduce.STACK
+
+
 def _matmul_kernel(A, B, C, out, P, LOG):
     o = cuda.grid(1)
     n = out.shape[1]
     m = out.shape[2]
     if o >= out.shape[0] * n * m:
         return
-    W = cuda.local.array((reduce.NW, 1), types.float64)
-    ST = cuda.local.array((reduce.STACK, 1), types.float64)
+    W = cuda.local.array((_NW, 1), types.float64)
+    ST = cuda.local.array((_STACK, 1), types.float64)
     _reduce_row(A, B, C, out, o // (n * m), (o // m) % n, o % m, 1, W, ST, LOG, P)
 
 

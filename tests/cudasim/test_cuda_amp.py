@@ -36,7 +36,12 @@ def test_unscale_on_device_equals_cpu(dtype, special, inv):
     for d, c in zip(devs, cpu, strict=True):
         got = d.copy_to_host()
         assert got.dtype == dtype
-        assert np.array_equal(got.view(np.uint8), c.view(np.uint8))  # bit for bit
+        # bit for bit, except a NaN's payload: NaN * inv_scale keeps the payload on x86 but is
+        # the canonical NaN (0x7fffffff) in an NVIDIA GPU's float32 multiply -- as for
+        # PyTorch's own CPU and CUDA kernels. Where the NaNs are is exact.
+        nan = np.isnan(c)
+        assert np.array_equal(np.isnan(got), nan)
+        assert np.array_equal(got[~nan].view(np.uint8), c[~nan].view(np.uint8))
 
 
 def test_unscale_on_device_checks_arguments():
