@@ -497,3 +497,87 @@ def test_block_fma_cpu_equals_generic_block_row(model, n, K, m, scale, with_c, s
     want = np.empty((1, n, m))
     _block_generic(a.reshape(1, n, K), np.ascontiguousarray(b.reshape(1, K, m)), C, want, P)
     assert same_bits(got, want[0])
+
+
+# ---- float32 lanes: plain sums that land on a midpoint of the accumulator's grid ---------------
+def _midpoint_lanes(acc, rng, m, e):
+    """A 1 x 2 by 2 x m product of fp16 values, [1, a1] @ [s; b], whose lanes j compute
+    s_j + t_j: s_j (the first term, a value of acc) and t_j = a1 * b_j. Where the float32 sum
+    lands on a midpoint of acc's grid while the exact sum does not (the case the kernel's redo
+    is for), the plain rounding would tie to even instead of rounding toward the exact sum.
+
+    * e >= 1: t_j = u * w_j * 2^(E - p) is itself a midpoint M_j (u * w_j odd, p acc's
+      precision: u, w_j odd factors, a1 = u * 2^ea), around 2^e, and s_j = +-2^(E - p - c) is
+      tiny: below half a float32 ulp of M_j (c > 16) the float32 sum is exactly M_j, above it
+      is not.
+    * e < 1 (fp16: its subnormal range): t_j = +-2^-25 (1 + 2^-18) = +-481 * 545 * 2^-43 and
+      s_j = k * 2^-24 (a subnormal of fp16): the float32 sum is s_j +- 2^-25, a midpoint, when
+      s_j >= 2^-19 (float32's ulp there drops the 2^-43).
+    Every lane's sign varies, and a tenth of the lanes are random."""
+    p = 11 if acc == "fp16" else 8
+    s, b = np.empty(m), np.empty(m)
+    if e >= 1:
+        u = int(rng.integers(1, 23)) * 2 + 1
+        ea = -int(math.floor(math.log2(u)))  # a1 = u * 2^ea in [1, 2)
+        a1 = u * 2.0**ea
+        for j in range(m):
+            E = min(e + int(rng.integers(0, 3)), 15 if acc == "fp16" else 14)
+            w = int(rng.integers((2**p) // u + 1, (2 ** (p + 1) - 1) // u + 1)) | 1
+            sign = rng.choice([-1.0, 1.0])
+            b[j] = sign * w * 2.0 ** (E - p - ea)  # t = sign * u * w * 2^(E - p), a midpoint
+            c = int(rng.integers(12, E + 13 if acc == "fp16" else E + 16))
+            s[j] = rng.choice([-1.0, 1.0]) * 2.0 ** (E - p - c)
+    else:
+        a1 = 481 * 2.0**-20
+        for j in range(m):
+            b[j] = rng.choice([-1.0, 1.0]) * 545 * 2.0**-23
+            s[j] = rng.choice([-1.0, 1.0]) * int(rng.integers(1, 1024)) * 2.0**-24
+    noise = rng.random(m) < 0.1
+    s[noise] = rng.standard_normal(int(noise.sum())) * 2.0**e
+    s = np.asarray(fpsim.round_to(fpsim.round_to(s, "fp16"), acc), np.float64)
+    assert np.array_equal(np.asarray(fpsim.round_to(b, "fp16"), np.float64), b)
+    return np.array([[1.0, a1]]), np.stack([s, b])
+
+
+def _check_midpoint_lanes(acc, a, b):
+    """The product (float32 lanes) against the exact sequential sum; returns how many lanes
+    had a plain float32 sum on a midpoint with an inexact sum (the case the redo is for)."""
+    P = np.array(_params(fmt("fp16"), fmt(acc), fmt("fp32"), 0, 1, 0, 0, reduce.SEQUENTIAL, 0,
+                         False, None, False))  # fmt: skip
+    assert reduce.fast_kind(P) == 4 and P[reduce.I_LANES32] == (
+        lanes32.FP16 if acc == "fp16" else lanes32.BF16)
+    got = arith.matmul(a.astype(np.float32), b.astype(np.float32), "fp16", acc=acc,
+                       order="sequential", out_fmt="fp32")  # fmt: skip
+    tricky = 0
+    for j in range(b.shape[1]):
+        terms = [Fraction(a[0, 0]) * Fraction(b[0, j]), Fraction(a[0, 1]) * Fraction(b[1, j])]
+        want = reduce_reference(terms, acc, "fp32")
+        assert same_bits(got[0, j], want), (j, b[:, j], got[0, j], want)
+        x = np.float32(b[0, j]) + np.float32(a[0, 1]) * np.float32(b[1, j])  # float32's sum
+        on_mid = fpsim.round_to(float(x), acc, rounding="toward_zero") != float(x) and (
+            fpsim.round_to(float(x), acc, rounding="nearest_even")
+            != fpsim.round_to(float(x), acc, rounding="nearest_away"))
+        tricky += bool(on_mid and Fraction(float(x)) != terms[0] + terms[1])
+    return tricky
+
+
+@pytest.mark.parametrize("acc", ["fp16", "bf16"])
+@pytest.mark.parametrize("e", [12, 5, 1, 0])
+def test_lanes32_midpoints_of_the_plain_sum_are_redone(acc, e):
+    """Lanes in the eight-lane vector steps and in the tail (m = 45): the float32 sum lands on a
+    midpoint with an inexact exact sum in many of them, and each must round like the exact
+    sum. (e = 0: fp16's subnormal range, where the kernel redoes every nonzero lane.)"""
+    if acc == "fp16" and not lanes32.f16_native():
+        pytest.skip("no float32 <-> fp16 conversion in hardware: the fp16 kernel is not chosen")
+    a, b = _midpoint_lanes(acc, np.random.default_rng(100 + e), 45, e)
+    assert _check_midpoint_lanes(acc, a, b) >= 5
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["fp16", "bf16"]), st.integers(1, 40), st.integers(0, 14),
+       st.integers(0, 2**31))
+def test_lanes32_midpoint_lanes_equal_the_exact_sum(acc, m, e, seed):
+    if acc == "fp16" and not lanes32.f16_native():
+        return
+    a, b = _midpoint_lanes(acc, np.random.default_rng(seed), m, e)
+    _check_midpoint_lanes(acc, a, b)

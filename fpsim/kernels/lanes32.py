@@ -18,6 +18,11 @@ t = a * b (exact in float32):
   rounded sums: proved algorithms using rounding to odd", IEEE TC 57(4), 2008): float32 has
   24 bits against fp16's 11 and bf16's 8, and its exponent range covers both formats,
   subnormals included. The float64 kernels take the same route (``scalar.add_odd``).
+  That TwoSum is needed only where the plain float32 sum lands exactly on a midpoint of the
+  accumulator's grid: elsewhere the plain sum rounds like the exact one. So the loop rounds
+  the plain sum eight lanes at a time in explicit 256-bit vectors (:data:`step8_f16`,
+  :data:`step8_bf16`: numba's vectoriser gives up on a loop that both rounds and flags) and
+  redoes only the flagged lanes.
 
 The float32 rounding of the accumulator needs the CPU to convert float32 <-> fp16 in hardware
 (x86 F16C, or AArch64): :func:`f16_native` says so, otherwise fp16 accumulators use the
@@ -152,6 +157,78 @@ def odd_f32(typingctx, x, err):
     return None
 
 
+def _vec_step_codegen(kind: int):
+    """LLVM code for :func:`step8_f16` / :func:`step8_bf16` (see there)."""
+
+    def codegen(context, builder, signature, args):
+        S, D, a, B, j = args
+        f32, i32 = ir.FloatType(), ir.IntType(32)
+        v8f, v8i = ir.VectorType(f32, 8), ir.VectorType(i32, 8)
+
+        def ptr(ary_ty, ary):  # &ary[j] as a pointer to 8 float32
+            data = context.make_array(ary_ty)(context, builder, ary).data
+            return builder.bitcast(builder.gep(data, [j]), v8f.as_pointer())
+
+        def splat(v, ty):
+            return ir.Constant(ty, [v] * 8)
+
+        s = builder.load(ptr(signature.args[0], S), align=4)
+        b = builder.load(ptr(signature.args[3], B), align=4)
+        va = builder.insert_element(ir.Constant(v8f, None), a, ir.Constant(i32, 0))
+        va = builder.shuffle_vector(va, va, ir.Constant(v8i, [0] * 8))
+        t = builder.fmul(va, b)
+        x = builder.fadd(s, t)
+        bits = builder.bitcast(x, v8i)
+        if kind == FP16:
+            r = builder.fpext(builder.fptrunc(x, ir.VectorType(ir.HalfType(), 8)), v8f)
+            ab = builder.and_(bits, splat(0x7FFFFFFF, v8i))
+            low = builder.and_(ab, splat(0x1FFF, v8i))
+            mid = builder.icmp_unsigned("==", low, splat(0x1000, v8i))
+            tiny = builder.and_(builder.icmp_unsigned("<", ab, splat(0x38800000, v8i)),
+                                builder.icmp_unsigned("!=", ab, splat(0, v8i)))
+            flag = builder.or_(mid, tiny)
+        else:
+            lsb = builder.and_(builder.lshr(bits, splat(16, v8i)), splat(1, v8i))
+            rb = builder.add(bits, builder.add(lsb, splat(0x7FFF, v8i)))
+            rb = builder.and_(rb, splat(0xFFFF0000 - 2**32, v8i))
+            nan = builder.fcmp_unordered("uno", x, x)
+            r = builder.select(nan, x, builder.bitcast(rb, v8f))
+            low = builder.and_(bits, splat(0xFFFF, v8i))
+            flag = builder.icmp_unsigned("==", low, splat(0x8000, v8i))
+        builder.store(r, ptr(signature.args[1], D), align=4)
+        return builder.zext(builder.bitcast(flag, ir.IntType(8)), i32)
+
+    return codegen
+
+
+def _vec_step(kind: int):
+    def typer(typingctx, S, D, a, B, j):
+        arrs = (S, D, B)
+        if all(isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C"
+               and t.dtype == types.float32 for t in arrs) and a == types.float32 \
+                and isinstance(j, types.Integer):  # fmt: skip
+            return types.int32(S, D, a, B, j), _vec_step_codegen(kind)
+        return None
+
+    return intrinsic(typer)
+
+
+step8_f16 = _vec_step(FP16)
+step8_f16.__doc__ = """Lanes j..j+7 of one fp16 step in 256-bit vectors: x = S + a * B (float32,
+eight lanes), ``D = x`` rounded to fp16 (nearest even, F16C), and a bit mask of the lanes
+where x may lie on a midpoint of fp16's grid, and so may round unlike the exact sum: where fp16
+is normal (|x| >= 2^-14) its grid is the float32 patterns ending in 13 zero bits, so its
+midpoints are those ending in 0x1000; every nonzero |x| below 2^-14 (fp16's subnormals: rare)
+is flagged too. (Whether x is exact is left to the redo: testing it here costs more, in
+vector instructions, than redoing the few flagged lanes.) ``S``, ``D``, ``B``: contiguous
+float32 arrays, j + 8 <= their lengths."""
+step8_bf16 = _vec_step(BF16)
+step8_bf16.__doc__ = """Lanes j..j+7 of one bf16 step in 256-bit vectors: x = S + a * B, ``D = x``
+rounded to bf16 (nearest even on the bit pattern, as :func:`round_f32_to_bf16`), and a bit mask
+of the lanes where x lies on a midpoint of bf16's grid (patterns ending in
+0x8000: bf16 has float32's exponent range, so this holds for subnormals too)."""
+
+
 @register_jitable
 def add_odd_f32(s, t):
     """``s + t`` rounded to odd in float32 (TwoSum: the float32 sum and its exact error)."""
@@ -179,17 +256,49 @@ def _row_of_kind(kind: int):
                 D[j] = a * Bk[j]
 
     @register_jitable
-    def step(S, D, a, Bk, n):
-        """``D[j] = acc(S[j] + a * Bk[j])`` for every lane (``S``, ``D`` distinct)."""
+    def rounded(x):
+        """x rounded to the accumulator (nearest even)."""
         if kind == FP16:
-            for j in range(n):
-                D[j] = round_f32_to_f16(add_odd_f32(S[j], a * Bk[j]))
-        elif kind == BF16:
-            for j in range(n):
-                D[j] = round_f32_to_bf16(add_odd_f32(S[j], a * Bk[j]))
-        else:
-            for j in range(n):
-                D[j] = S[j] + a * Bk[j]
+            return round_f32_to_f16(x)
+        return round_f32_to_bf16(x)
+
+    @register_jitable
+    def steps(S, D, Ar, B, bi, j0, n, unit):
+        """For k = 1, 2, ...: ``S[j] = acc(S[j] + Ar[k] * B[bi, k, j0 + j])`` for every lane (a
+        sum, ``unit``: ``+ Ar[k]``), ``D`` the work row the steps alternate with. Returns the
+        row holding the result.
+
+        fp16/bf16: the float32 sum x = fl(s + t) rounds like the exact s + t unless x lies on
+        a midpoint of the accumulator's grid. Every such midpoint is a float32 number and
+        rounding to float32 is monotonic, so a midpoint strictly between x and s + t would be
+        nearer to s + t than x is; x can only land *on* one. So eight lanes at a time round x
+        and flag the possible midpoints (:data:`step8_f16`, :data:`step8_bf16`); a flagged lane
+        (rare; and most are exact ties of short sums, which the plain rounding gets right) is
+        redone with the sum rounded to odd (TwoSum), one correct rounding once rounded to the
+        accumulator (Boldo & Melquiond). The last n % 8 lanes, and a sum's one lane, take that
+        route too. All steps in one function: a call per step would cost as much as the
+        step's 256 lanes."""
+        n8 = 0 if unit else n - n % 8
+        for k in range(1, Ar.size):
+            a = Ar[k]
+            Bk = S if unit else B[bi, k, j0:j0 + n]  # (unit: not read)
+            if kind == FP32:
+                if unit:
+                    for j in range(n):
+                        D[j] = S[j] + a
+                else:
+                    for j in range(n):
+                        D[j] = S[j] + a * Bk[j]
+            else:
+                for j in range(0, n8, 8):
+                    hits = step8_f16(S, D, a, Bk, j) if kind == FP16 else step8_bf16(S, D, a, Bk, j)
+                    if hits:
+                        for q in range(j, j + 8):
+                            D[q] = rounded(add_odd_f32(S[q], a * Bk[q]))
+                for j in range(n8, n):
+                    D[j] = rounded(add_odd_f32(S[j], a if unit else a * Bk[j]))
+            S, D = D, S  # (in place, the compiler's overlap test would take its scalar loop)
+        return S
 
     @register_jitable
     def row(A, B, out, bi, i, j0, m, W, KO, unit):
@@ -205,9 +314,7 @@ def _row_of_kind(kind: int):
         D = W[1, :m]
         if K > 0:
             first(S, Ar[0], W[2, :1] if unit else B[bi, 0, j0:j0 + m], m)
-        for k in range(1, K):
-            step(S, D, Ar[k], W[2, :1] if unit else B[bi, k, j0:j0 + m], m)
-            S, D = D, S  # (in place, the compiler's overlap test would take its scalar loop)
+        S = steps(S, D, Ar, B, bi, j0, m, unit)
         o = out[bi, i, j0:j0 + m]
         for j in range(m):
             o[j] = round_fast_nearest_even(np.float64(S[j]) if K > 0 else 0.0, KO)
