@@ -210,6 +210,10 @@ def test_fast_sequential_path_equals_general_path(acc, mode):
     P = list(_params(f16, A_fmt, f32, fpsim.ROUNDING_MODES[mode], 1, 0, 0, 0, 0, False, None,
                      False))  # fmt: skip
     assert P[reduce.I_FAST_ADD] != 0  # the fast form ran above
+    lanes = (acc != "fp32" and mode in ("nearest_even", "toward_zero", "up", "down")
+             and (acc == "bf16" or mode == "nearest_even" or lanes32.f16c_modes())) or (
+        acc == "fp32" and mode == "nearest_even")  # fmt: skip
+    assert reduce.fast_kind(np.array(P)) == (4 if lanes else 1 if mode == "nearest_even" else 2)
     P[reduce.I_FAST_ADD] = P[reduce.I_FAST_OUT] = 0
     out = np.empty((1, 5, 37))
     arith_cpu.matmul(a.reshape(1, 5, 300), b.reshape(1, 300, 37), out, tuple(P))
@@ -330,6 +334,38 @@ def test_lanes32_bf16_rounding_equals_ml_dtypes():
     want = x.astype(ml_dtypes.bfloat16).astype(np.float32)
     assert same_bits(got, want)
     assert np.isnan(got[np.isnan(x)]).all()  # every NaN stays NaN (its payload may not carry)
+
+
+@pytest.mark.parametrize("acc, mode", [(a, m) for a in ("fp16", "bf16")
+                                       for m in ("toward_zero", "up", "down", "nearest_even")])
+def test_lanes32_roundings_equal_the_exact_definition(acc, mode):
+    """Each accumulator rounding of the float32-lane kernels (fp16's directed ones: F16C's
+    rounding control) on float32 patterns of every kind: against fpsim's general rounding on
+    all of them, and the exact rational definition (arith_oracle.round_rational) on a sample."""
+    code = fpsim.ROUNDING_MODES[mode]
+    if acc == "fp16" and not (lanes32.f16c_modes() if code else lanes32.f16_native()):
+        pytest.skip("no F16C: fp16 accumulators in this mode take the float64 kernels")
+    kind = (lanes32.FP16 if acc == "fp16" else lanes32.BF16) + 4 * (
+        [0, 0, 1, 2, 3][code])  # fmt: skip
+    assert lanes32.mode_of(kind) == code
+    rnd = lanes32.round_f32_to_f16 if kind == lanes32.FP16 else lanes32.ROUND_ACC[(
+        lanes32.acc_of(kind), code)]  # fmt: skip
+
+    @njit(cache=False, error_model="numpy")
+    def apply(x):
+        out = np.empty_like(x)
+        for i in range(x.size):
+            out[i] = rnd(x[i])
+        return out
+
+    x = _f32_probes(np.random.default_rng(3 + code), 50_000)
+    got = apply(x)
+    want = np.asarray(fpsim.round_to(x.astype(np.float64), acc, rounding=mode), np.float32)
+    assert same_bits(got[~np.isnan(x)], want[~np.isnan(x)])
+    assert np.isnan(got[np.isnan(x)]).all()
+    for i in np.flatnonzero(np.isfinite(x))[::97]:
+        v = float(x[i])
+        assert same_bits(got[i], round_rational(Fraction(v), acc, mode) if v != 0 else v), v
 
 
 def _odd_reference(s: float, t: float) -> float:
@@ -500,37 +536,44 @@ def test_block_fma_cpu_equals_generic_block_row(model, n, K, m, scale, with_c, s
 
 
 # ---- float32 lanes: plain sums that land on a midpoint of the accumulator's grid ---------------
-def _midpoint_lanes(acc, rng, m, e):
+def _tricky_lanes(acc, mode, rng, m, e):
     """A 1 x 2 by 2 x m product of fp16 values, [1, a1] @ [s; b], whose lanes j compute
     s_j + t_j: s_j (the first term, a value of acc) and t_j = a1 * b_j. Where the float32 sum
-    lands on a midpoint of acc's grid while the exact sum does not (the case the kernel's redo
-    is for), the plain rounding would tie to even instead of rounding toward the exact sum.
+    lands on a midpoint of acc's grid (nearest even) or on the grid (directed modes) while the
+    exact sum does not (the case the kernel's redo is for), rounding the float32 sum would go
+    the wrong way.
 
-    * e >= 1: t_j = u * w_j * 2^(E - p) is itself a midpoint M_j (u * w_j odd, p acc's
-      precision: u, w_j odd factors, a1 = u * 2^ea), around 2^e, and s_j = +-2^(E - p - c) is
-      tiny: below half a float32 ulp of M_j (c > 16) the float32 sum is exactly M_j, above it
-      is not.
-    * e < 1 (fp16: its subnormal range): t_j = +-2^-25 (1 + 2^-18) = +-481 * 545 * 2^-43 and
-      s_j = k * 2^-24 (a subnormal of fp16): the float32 sum is s_j +- 2^-25, a midpoint, when
-      s_j >= 2^-19 (float32's ulp there drops the 2^-43).
-    Every lane's sign varies, and a tenth of the lanes are random."""
+    * e >= 1: t_j = u * w_j * 2^(E - p) is itself such a point (p acc's precision; u * w_j an
+      odd integer in [2^p, 2^(p+1)) for a midpoint, any in [2^(p-1), 2^p) for a grid point;
+      a1 = u * 2^ea), around 2^e, and s_j = +-2^(E - p - c) is tiny: below half a float32 ulp
+      of t_j (c > 16) the float32 sum is exactly t_j, above it is not.
+    * e < 1 (fp16: its subnormal range): t_j = +-2^-24 (1 + 2^-18) (grid) or its half
+      (midpoint) = +-481 * 545 * 2^-42 (or -43), s_j = k * 2^-24 (a subnormal of fp16): the
+      float32 sum is s_j +- t_j without its last bit when s_j >= 2^-19.
+    Every lane's sign varies, a tenth of the lanes are random, and in round-down a tenth
+    cancel exactly (s_j = -t_j, whose sum is -0 there)."""
     p = 11 if acc == "fp16" else 8
+    mid = mode == "nearest_even"
     s, b = np.empty(m), np.empty(m)
     if e >= 1:
         u = int(rng.integers(1, 23)) * 2 + 1
         ea = -int(math.floor(math.log2(u)))  # a1 = u * 2^ea in [1, 2)
         a1 = u * 2.0**ea
+        lo, hi = (2**p, 2 ** (p + 1) - 1) if mid else (2 ** (p - 1), 2**p - 1)
         for j in range(m):
             E = min(e + int(rng.integers(0, 3)), 15 if acc == "fp16" else 14)
-            w = int(rng.integers((2**p) // u + 1, (2 ** (p + 1) - 1) // u + 1)) | 1
+            w = int(rng.integers(-(-lo // u), hi // u + 1))
+            w = w | 1 if mid else w
             sign = rng.choice([-1.0, 1.0])
-            b[j] = sign * w * 2.0 ** (E - p - ea)  # t = sign * u * w * 2^(E - p), a midpoint
+            b[j] = sign * w * 2.0 ** (E - p - ea)  # t = sign * u * w * 2^(E - p)
             c = int(rng.integers(12, E + 13 if acc == "fp16" else E + 16))
             s[j] = rng.choice([-1.0, 1.0]) * 2.0 ** (E - p - c)
+            if mode == "down" and rng.random() < 0.1 and not mid:
+                s[j] = -a1 * b[j]  # an exact zero sum (t is a value of acc here)
     else:
         a1 = 481 * 2.0**-20
         for j in range(m):
-            b[j] = rng.choice([-1.0, 1.0]) * 545 * 2.0**-23
+            b[j] = rng.choice([-1.0, 1.0]) * 545 * 2.0 ** (-23 if mid else -22)
             s[j] = rng.choice([-1.0, 1.0]) * int(rng.integers(1, 1024)) * 2.0**-24
     noise = rng.random(m) < 0.1
     s[noise] = rng.standard_normal(int(noise.sum())) * 2.0**e
@@ -539,45 +582,64 @@ def _midpoint_lanes(acc, rng, m, e):
     return np.array([[1.0, a1]]), np.stack([s, b])
 
 
-def _check_midpoint_lanes(acc, a, b):
+def _check_tricky_lanes(acc, mode, a, b):
     """The product (float32 lanes) against the exact sequential sum; returns how many lanes
-    had a plain float32 sum on a midpoint with an inexact sum (the case the redo is for)."""
-    P = np.array(_params(fmt("fp16"), fmt(acc), fmt("fp32"), 0, 1, 0, 0, reduce.SEQUENTIAL, 0,
-                         False, None, False))  # fmt: skip
-    assert reduce.fast_kind(P) == 4 and P[reduce.I_LANES32] == (
-        lanes32.FP16 if acc == "fp16" else lanes32.BF16)
+    had a float32 sum on a midpoint (nearest even) or grid point (directed) of acc with an
+    inexact sum (the case the redo is for)."""
+    code = fpsim.ROUNDING_MODES[mode]
+    P = np.array(_params(fmt("fp16"), fmt(acc), fmt("fp32"), code, 1, 0, 0, reduce.SEQUENTIAL,
+                         0, False, None, False))  # fmt: skip
+    kind = (lanes32.FP16 if acc == "fp16" else lanes32.BF16) + 4 * [0, 0, 1, 2, 3][code]
+    assert reduce.fast_kind(P) == 4 and P[reduce.I_LANES32] == kind
     got = arith.matmul(a.astype(np.float32), b.astype(np.float32), "fp16", acc=acc,
-                       order="sequential", out_fmt="fp32")  # fmt: skip
+                       order="sequential", out_fmt="fp32", rounding=mode)  # fmt: skip
     tricky = 0
     for j in range(b.shape[1]):
         terms = [Fraction(a[0, 0]) * Fraction(b[0, j]), Fraction(a[0, 1]) * Fraction(b[1, j])]
-        want = reduce_reference(terms, acc, "fp32")
+        want = reduce_reference(terms, acc, "fp32", mode=mode)
+        if terms[0] + terms[1] == 0 and terms[0] != 0:  # IEEE: an exact zero sum of opposite
+            want = -0.0 if mode == "down" else 0.0  # terms is -0 in round-down, else +0
         assert same_bits(got[0, j], want), (j, b[:, j], got[0, j], want)
-        x = np.float32(b[0, j]) + np.float32(a[0, 1]) * np.float32(b[1, j])  # float32's sum
-        on_mid = fpsim.round_to(float(x), acc, rounding="toward_zero") != float(x) and (
-            fpsim.round_to(float(x), acc, rounding="nearest_even")
-            != fpsim.round_to(float(x), acc, rounding="nearest_away"))
-        tricky += bool(on_mid and Fraction(float(x)) != terms[0] + terms[1])
+        x = float(np.float32(b[0, j]) + np.float32(a[0, 1]) * np.float32(b[1, j]))  # float32's
+        up, down = (fpsim.round_to(x, acc, rounding=r) for r in ("up", "down"))
+        if mode == "nearest_even":
+            point = up != down and fpsim.round_to(x, acc) != fpsim.round_to(
+                x, acc, rounding="nearest_away")  # fmt: skip
+        else:
+            point = up == down and x != 0
+        tricky += bool(point and Fraction(x) != terms[0] + terms[1])
     return tricky
 
 
+LANE_MODES = ["nearest_even", "toward_zero", "up", "down"]
+
+
+def _skip_without_f16c(acc, mode):
+    if acc == "fp16" and not (lanes32.f16_native() if mode == "nearest_even"
+                              else lanes32.f16c_modes()):  # fmt: skip
+        pytest.skip("no float32 <-> fp16 conversion in hardware in this mode: the float64 "
+                    "kernels run")
+
+
 @pytest.mark.parametrize("acc", ["fp16", "bf16"])
+@pytest.mark.parametrize("mode", LANE_MODES)
 @pytest.mark.parametrize("e", [12, 5, 1, 0])
-def test_lanes32_midpoints_of_the_plain_sum_are_redone(acc, e):
+def test_lanes32_sums_on_the_grid_are_redone(acc, mode, e):
     """Lanes in the eight-lane vector steps and in the tail (m = 45): the float32 sum lands on a
-    midpoint with an inexact exact sum in many of them, and each must round like the exact
-    sum. (e = 0: fp16's subnormal range, where the kernel redoes every nonzero lane.)"""
-    if acc == "fp16" and not lanes32.f16_native():
-        pytest.skip("no float32 <-> fp16 conversion in hardware: the fp16 kernel is not chosen")
-    a, b = _midpoint_lanes(acc, np.random.default_rng(100 + e), 45, e)
-    assert _check_midpoint_lanes(acc, a, b) >= 5
+    midpoint (nearest even) or a grid point (directed modes) with an inexact exact sum in many
+    of them, and each must round like the exact sum. (e = 0: fp16's subnormal range, where
+    the kernel redoes every nonzero lane.)"""
+    _skip_without_f16c(acc, mode)
+    a, b = _tricky_lanes(acc, mode, np.random.default_rng(100 + e), 45, e)
+    assert _check_tricky_lanes(acc, mode, a, b) >= 5
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["fp16", "bf16"]), st.integers(1, 40), st.integers(0, 14),
-       st.integers(0, 2**31))
-def test_lanes32_midpoint_lanes_equal_the_exact_sum(acc, m, e, seed):
-    if acc == "fp16" and not lanes32.f16_native():
+@given(st.sampled_from(["fp16", "bf16"]), st.sampled_from(LANE_MODES), st.integers(1, 40),
+       st.integers(0, 14), st.integers(0, 2**31))
+def test_lanes32_tricky_lanes_equal_the_exact_sum(acc, mode, m, e, seed):
+    if acc == "fp16" and not (lanes32.f16_native() if mode == "nearest_even"
+                              else lanes32.f16c_modes()):  # fmt: skip
         return
-    a, b = _midpoint_lanes(acc, np.random.default_rng(seed), m, e)
-    _check_midpoint_lanes(acc, a, b)
+    a, b = _tricky_lanes(acc, mode, np.random.default_rng(seed), m, e)
+    _check_tricky_lanes(acc, mode, a, b)

@@ -146,15 +146,15 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
         and bool(fast_round_ok(a_fmt.record))
         and term_emax <= 1020
     )
-    # Nearest even, sequential, exact products into fp32/fp16/bf16: float32 lanes where float32
-    # holds the terms exactly (lanes32).
+    # Sequential, exact products into fp32/fp16/bf16 (nearest even; fp16/bf16 also toward zero,
+    # up, down): float32 lanes where float32 holds the terms exactly (lanes32).
     lanes32 = 0
     acc_name = next((n for n in ("fp32", "fp16", "bf16") if a_fmt.record == get_format(n).record),
                     None)  # fmt: skip
-    if (not device and model is None and mode == scalar.NEAREST_EVEN and fast_out
-            and order_code == reduce.SEQUENTIAL and not rounded and not record and acc_name):
+    if (not device and model is None and fast_out and order_code == reduce.SEQUENTIAL
+            and not rounded and not record and acc_name):
         lanes32 = lanes32_kind(acc_name, term_p, term_lo, term_emax, bool(subnormals),
-                               bool(saturate))  # fmt: skip
+                               bool(saturate), mode)  # fmt: skip
     return reduce.pack_params(
         a_fmt.record, out_f.record, mode, int(subnormals), int(saturate), seed_v, order_code,
         rounded, int(unit_b), fast_add, fast_out, block, record, has_c, fast_stoch, lanes32,

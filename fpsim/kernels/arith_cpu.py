@@ -354,36 +354,81 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
 
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
-from . import lanes32  # noqa: E402  (the float32-lane kernels of the sequential nearest-even sum)
+from . import lanes32  # noqa: E402  (the float32-lane kernels of the sequential sum)
 from .fastround import fast_round_constants  # noqa: E402
 
-
 # One kernel per kind of reduction, so that a call compiles only what it runs: the fast
-# sequential form in nearest even with float32 lanes (fp32/fp16/bf16 accumulators of inputs
-# float32 holds exactly: the common case, see lanes32) and with float64 lanes (no
+# sequential form with float32 lanes (fp32/fp16/bf16 accumulators of inputs float32 holds
+# exactly, in nearest even and, for fp16/bf16, the directed modes: the common case, see
+# lanes32), in nearest even with float64 lanes (no
 # scalar.convert, no other mode), in the other deterministic modes, stochastic rounding, the
 # block FMA, and every other order and mode. Each reduces rows r0 <= r < r1 of the result (row r is
 # out[r // n, r % n, :]) with all the row's columns as lanes, and releases the GIL: rows run in
 # parallel on a pool of Python threads (no second thread pool beside the BLAS's, and no
 # parallel-loop compilation).
-# One float32-lane kernel per accumulator: each compiles only its own loops.
-@njit(cache=True, nogil=True, error_model="numpy")
-def _rows_lanes32_fp16(A, B, out, KO, unit, r0, r1):
-    lanes32.rows_fp16(A, B, out, KO, unit, r0, r1)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _rows_lanes32_bf16(A, B, out, KO, unit, r0, r1):
-    lanes32.rows_bf16(A, B, out, KO, unit, r0, r1)
+# One float32-lane kernel per kind (accumulator and mode): each compiles only its own loops.
+# (numba calls module-level functions, not a dict's entries: one global per kind)
+_L32_FP32, _L32_FP16, _L32_BF16 = (lanes32.ROWS[k] for k in (lanes32.FP32, lanes32.FP16,
+                                                              lanes32.BF16))  # fmt: skip
+_L32_FP16_TZ, _L32_FP16_UP, _L32_FP16_DOWN = (
+    lanes32.ROWS[k] for k in (lanes32.FP16_TOWARD_ZERO, lanes32.FP16_UP, lanes32.FP16_DOWN))
+_L32_BF16_TZ, _L32_BF16_UP, _L32_BF16_DOWN = (
+    lanes32.ROWS[k] for k in (lanes32.BF16_TOWARD_ZERO, lanes32.BF16_UP, lanes32.BF16_DOWN))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_lanes32_fp32(A, B, out, KO, unit, r0, r1):
-    lanes32.rows_fp32(A, B, out, KO, unit, r0, r1)
+    _L32_FP32(A, B, out, KO, unit, r0, r1)
 
 
-_LANES32_KERNELS = {lanes32.FP16: _rows_lanes32_fp16, lanes32.BF16: _rows_lanes32_bf16,
-                    lanes32.FP32: _rows_lanes32_fp32}  # fmt: skip
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_fp16(A, B, out, KO, unit, r0, r1):
+    _L32_FP16(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_bf16(A, B, out, KO, unit, r0, r1):
+    _L32_BF16(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_fp16_toward_zero(A, B, out, KO, unit, r0, r1):
+    _L32_FP16_TZ(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_fp16_up(A, B, out, KO, unit, r0, r1):
+    _L32_FP16_UP(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_fp16_down(A, B, out, KO, unit, r0, r1):
+    _L32_FP16_DOWN(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_bf16_toward_zero(A, B, out, KO, unit, r0, r1):
+    _L32_BF16_TZ(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_bf16_up(A, B, out, KO, unit, r0, r1):
+    _L32_BF16_UP(A, B, out, KO, unit, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_bf16_down(A, B, out, KO, unit, r0, r1):
+    _L32_BF16_DOWN(A, B, out, KO, unit, r0, r1)
+
+
+_LANES32_KERNELS = {
+    lanes32.FP32: _rows_lanes32_fp32, lanes32.FP16: _rows_lanes32_fp16,
+    lanes32.BF16: _rows_lanes32_bf16,
+    lanes32.FP16_TOWARD_ZERO: _rows_lanes32_fp16_toward_zero,
+    lanes32.FP16_UP: _rows_lanes32_fp16_up, lanes32.FP16_DOWN: _rows_lanes32_fp16_down,
+    lanes32.BF16_TOWARD_ZERO: _rows_lanes32_bf16_toward_zero,
+    lanes32.BF16_UP: _rows_lanes32_bf16_up, lanes32.BF16_DOWN: _rows_lanes32_bf16_down,
+}  # fmt: skip
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

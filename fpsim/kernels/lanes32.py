@@ -1,33 +1,35 @@
-"""The sequential nearest-even reduction with float32 lanes: the CPU's fastest exact form for the
-three common accumulators (fp32, fp16, bf16), eight lanes to a 256-bit vector instead of four.
+"""The sequential reduction with float32 lanes: the CPU's fastest exact form for the three
+common accumulators (fp32, fp16, bf16), eight lanes to a 256-bit vector instead of four.
 
 Where it applies (:func:`lanes32_kind`, decided on the host): sequential order, exact products,
-round to nearest even with subnormals kept and no saturation, and terms that float32 holds
-exactly (products of fp16, fp8, ... inputs: at most 24 significant bits, all multiples of
-2^-149, below 2^127). Then with s the accumulator (a value of its format, so a float32) and
-t = a * b (exact in float32):
+round to nearest even (and, for fp16 and bf16, toward zero, up and down) with subnormals kept
+and no saturation, and terms that float32 holds exactly (products of fp16, fp8, ... inputs: at
+most 24 significant bits, all multiples of 2^-149, below 2^127). Then with s the accumulator
+(a value of its format, so a float32) and t = a * b (exact in float32):
 
-* fp32 accumulator: ``fl32(s + t)`` *is* s + t rounded once to fp32 (IEEE addition: subnormals,
-  overflow to inf, the sign of an exact zero, inf and NaN included). Nothing else to do.
-* fp16 and bf16 accumulators: ``s + t`` rounded to *odd* in float32 (TwoSum gives the float32
-  sum x and its exact error; an inexact x with an even last bit moves one step toward s + t),
-  then rounded to the accumulator (fp16: the hardware conversion float32 -> fp16 -> float32,
-  F16C's ``vcvtps2ph``; bf16: the integer round-to-nearest-even on the pattern's low 16 bits).
-  Rounding to odd with at least two bits more than the target, then to nearest, is one
-  correct rounding of the exact value (Boldo & Melquiond, "Emulation of FMA and correctly
-  rounded sums: proved algorithms using rounding to odd", IEEE TC 57(4), 2008): float32 has
-  24 bits against fp16's 11 and bf16's 8, and its exponent range covers both formats,
-  subnormals included. The float64 kernels take the same route (``scalar.add_odd``).
-  That TwoSum is needed only where the plain float32 sum lands exactly on a midpoint of the
-  accumulator's grid: elsewhere the plain sum rounds like the exact one. So the loop rounds
-  the plain sum eight lanes at a time in explicit 256-bit vectors (:data:`step8_f16`,
-  :data:`step8_bf16`: numba's vectoriser gives up on a loop that both rounds and flags) and
-  redoes only the flagged lanes.
+* fp32 accumulator, nearest even: ``fl32(s + t)`` *is* s + t rounded once to fp32 (IEEE
+  addition: subnormals, overflow to inf, the sign of an exact zero, inf and NaN included).
+* fp16 and bf16 accumulators: the plain float32 sum x = fl32(s + t), rounded to the
+  accumulator in the mode (fp16: the hardware conversion float32 -> fp16 -> float32, F16C's
+  ``vcvtps2ph``, whose rounding control gives the directed modes; bf16: integer rounding of
+  the pattern's low 16 bits), rounds like the exact s + t unless x lies exactly on a midpoint
+  of the accumulator's grid (nearest even) or on the grid (directed modes): those points are
+  float32 numbers, and rounding to float32 is monotonic, so x cannot pass one. The loop
+  rounds x eight lanes at a time in explicit 256-bit vectors (:func:`_vec_step`: numba's
+  vectoriser gives up on a loop that both rounds and flags) and flags those lanes; a flagged
+  lane is redone with ``s + t`` rounded to *odd* in float32 (TwoSum gives x and its exact
+  error; an inexact x with an even last bit moves one step toward s + t), then rounded to the
+  accumulator. Rounding to odd with at least two bits more than the target, then in any mode,
+  is one correct rounding of the exact value (Boldo & Melquiond, "Emulation of FMA and
+  correctly rounded sums: proved algorithms using rounding to odd", IEEE TC 57(4), 2008):
+  float32 has 24 bits against fp16's 11 and bf16's 8, and its exponent range covers both
+  formats, subnormals included. The float64 kernels take the same route (``scalar.add_odd``).
+  Round-down also flags x = 0: an exact zero sum is -0 there.
 
-The float32 rounding of the accumulator needs the CPU to convert float32 <-> fp16 in hardware
-(x86 F16C, or AArch64): :func:`f16_native` says so, otherwise fp16 accumulators use the
-float64 kernels. Tested against the float64 forms and exact rational arithmetic in
-``tests/test_reduce_kernels.py``.
+The fp16 roundings need the CPU to convert float32 <-> fp16 in hardware (x86 F16C, or AArch64
+for nearest even; the directed modes need x86's rounding control): :func:`f16_native` and
+:func:`f16c_modes` say so, otherwise fp16 accumulators use the float64 kernels. Tested against
+the float64 forms and exact rational arithmetic in ``tests/test_reduce_kernels.py``.
 """
 
 from __future__ import annotations
@@ -37,15 +39,34 @@ import functools
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic, register_jitable
 
-from .fastround import round_fast_nearest_even
+from .fastround import round_fast
+from .scalar import DOWN, NEAREST_EVEN, TOWARD_ZERO, UP
 
-# Kinds (lanes32_kind).
+# Kinds (lanes32_kind): the accumulator (FP32, FP16, BF16) plus 4 x the mode's slot (0 nearest
+# even, 1 toward zero, 2 up, 3 down; the directed modes for fp16 and bf16 only).
 NONE = 0
 FP32 = 1
 FP16 = 2
 BF16 = 3
+_SLOT_MODES = (NEAREST_EVEN, TOWARD_ZERO, UP, DOWN)
+FP16_TOWARD_ZERO, FP16_UP, FP16_DOWN = FP16 + 4, FP16 + 8, FP16 + 12
+BF16_TOWARD_ZERO, BF16_UP, BF16_DOWN = BF16 + 4, BF16 + 8, BF16 + 12
+KINDS = (FP32, FP16, BF16, FP16_TOWARD_ZERO, FP16_UP, FP16_DOWN, BF16_TOWARD_ZERO, BF16_UP,
+         BF16_DOWN)  # fmt: skip
+_F16C_MODE = {NEAREST_EVEN: 0, DOWN: 1, UP: 2, TOWARD_ZERO: 3}  # vcvtps2ph's rounding control
+
+
+def acc_of(kind: int) -> int:
+    """The accumulator of a kind (FP32, FP16 or BF16)."""
+    return kind & 3
+
+
+def mode_of(kind: int) -> int:
+    """The rounding mode of a kind (``scalar.NEAREST_EVEN``, ``TOWARD_ZERO``, ``UP``, ``DOWN``)."""
+    return _SLOT_MODES[kind >> 2]
 
 
 @intrinsic
@@ -61,38 +82,70 @@ def round_f32_to_f16(typingctx, x):
     return None
 
 
-@intrinsic
-def round_f32_to_bf16(typingctx, x):
-    """float32 -> bf16 (nearest even) -> float32 on the bit pattern: add 0x7FFF plus the last
-    kept bit, clear the low 16 bits. A carry runs into the exponent exactly as rounding up
-    does (a subnormal becomes normal, max becomes inf); the sign and zeros are untouched;
-    a NaN is returned as it is (the addition could carry its payload into the sign)."""
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-
-        def codegen(context, builder, signature, args):
-            i32 = ir.IntType(32)
-            b = builder.bitcast(args[0], i32)
-            lsb = builder.and_(builder.lshr(b, ir.Constant(i32, 16)), ir.Constant(i32, 1))
-            r = builder.add(b, builder.add(lsb, ir.Constant(i32, 0x7FFF)))
-            r = builder.and_(r, ir.Constant(i32, 0xFFFF0000))
-            y = builder.bitcast(r, ir.FloatType())
-            nan = builder.fcmp_unordered("uno", args[0], args[0])
-            return builder.select(nan, args[0], y)
-
-        return types.float32(x), codegen
-    return None
+def _f16c(builder, x, mode: int):
+    """float32 (a scalar or 8 lanes) -> fp16 -> float32 in one of F16C's rounding modes
+    (``vcvtps2ph``'s immediate: LLVM's own conversion rounds to nearest even only)."""
+    i16, i32, f32 = ir.IntType(16), ir.IntType(32), ir.FloatType()
+    scalar = not isinstance(x.type, ir.VectorType)
+    v = x
+    if scalar:  # the 128-bit form, on lane 0
+        v = builder.insert_element(ir.Constant(ir.VectorType(f32, 4), None), x,
+                                   ir.Constant(i32, 0))  # fmt: skip
+    fnty = ir.FunctionType(ir.VectorType(i16, 8), [v.type, i32])
+    name = "llvm.x86.vcvtps2ph.128" if scalar else "llvm.x86.vcvtps2ph.256"
+    fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+    h = builder.call(fn, [v, ir.Constant(i32, mode)])
+    if scalar:
+        h0 = builder.extract_element(h, ir.Constant(i32, 0))
+        return builder.fpext(builder.bitcast(h0, ir.HalfType()), f32)
+    return builder.fpext(builder.bitcast(h, ir.VectorType(ir.HalfType(), 8)),
+                         ir.VectorType(f32, 8))  # fmt: skip
 
 
-@intrinsic
-def f32_bits(typingctx, x):
-    """The float32's bit pattern as an int32 (one bitcast)."""
-    if isinstance(x, types.Float) and x.bitwidth == 32:
+def _bf16_bits(builder, x, mode: int):
+    """float32 (a scalar or 8 lanes) -> bf16 -> float32 on the bit pattern b: nearest even adds
+    0x7FFF plus the last kept bit, a rounding away from zero adds 0xFFFF (up for b >= 0, down
+    for b < 0), then the low 16 bits are cleared. A carry runs into the exponent exactly as
+    rounding up does (a subnormal becomes normal, max becomes inf); a NaN is returned as it is
+    (the addition could carry its payload into the sign, the clearing could make it inf)."""
+    i32 = ir.IntType(32)
+    vec = isinstance(x.type, ir.VectorType)
+    ty = ir.VectorType(i32, x.type.count) if vec else i32
 
-        def codegen(context, builder, signature, args):
-            return builder.bitcast(args[0], ir.IntType(32))
+    def c(v):
+        return ir.Constant(ty, [v] * ty.count) if vec else ir.Constant(ty, v)
 
-        return types.int32(x), codegen
-    return None
+    b = builder.bitcast(x, ty)
+    if mode == NEAREST_EVEN:
+        lsb = builder.and_(builder.lshr(b, c(16)), c(1))
+        b = builder.add(b, builder.add(lsb, c(0x7FFF)))
+    elif mode != TOWARD_ZERO:
+        neg = builder.icmp_signed("<", b, c(0))
+        away = builder.not_(neg) if mode == UP else neg
+        b = builder.add(b, builder.select(away, c(0xFFFF), c(0)))
+    y = builder.bitcast(builder.and_(b, c(0xFFFF0000 - 2**32)), x.type)
+    return builder.select(builder.fcmp_unordered("uno", x, x), x, y)
+
+
+def _round_acc_intrinsic(acc: int, mode: int):
+    def typer(typingctx, x):
+        if isinstance(x, types.Float) and x.bitwidth == 32:
+
+            def codegen(context, builder, signature, args):
+                if acc == FP16:
+                    return _f16c(builder, args[0], _F16C_MODE[mode])
+                return _bf16_bits(builder, args[0], mode)
+
+            return types.float32(x), codegen
+        return None
+
+    return intrinsic(typer)
+
+
+# float32 -> fp16 / bf16 -> float32 in each mode, as intrinsics (fp16's directed ones: x86 F16C)
+ROUND_ACC = {(FP16, m): _round_acc_intrinsic(FP16, m) for m in (TOWARD_ZERO, UP, DOWN)}
+ROUND_ACC.update({(BF16, m): _round_acc_intrinsic(BF16, m) for m in _SLOT_MODES})
+round_f32_to_bf16 = ROUND_ACC[(BF16, NEAREST_EVEN)]  # float32 -> bf16 (nearest even) -> float32
 
 
 @functools.cache
@@ -113,22 +166,33 @@ def f16_native() -> bool:
 
 
 def lanes32_kind(acc_name: str, term_precision: int, term_lo: int, term_emax: int,
-                 subnormals: bool, saturate: bool) -> int:  # fmt: skip
-    """The float32-lane kernel for an accumulator (by format name, ``fp32``/``fp16``/``bf16``)
-    and terms of ``term_precision`` bits, multiples of 2^term_lo, below 2^(term_emax + 1); NONE
-    where it does not apply (the caller also requires the sequential order, exact products,
-    nearest even, no trace)."""
-    if not subnormals or saturate:
+                 subnormals: bool, saturate: bool, mode: int = NEAREST_EVEN) -> int:  # fmt: skip
+    """The float32-lane kernel for an accumulator (by format name, ``fp32``/``fp16``/``bf16``),
+    a rounding mode (``scalar.NEAREST_EVEN``; ``TOWARD_ZERO``, ``UP`` or ``DOWN`` for fp16 and
+    bf16) and terms of ``term_precision`` bits, multiples of 2^term_lo, below
+    2^(term_emax + 1); NONE where it does not apply (the caller also requires the sequential
+    order, exact products, no trace)."""
+    if not subnormals or saturate or mode not in _SLOT_MODES:
         return NONE
     if term_precision > 24 or term_lo < -149 or term_emax > 126:
         return NONE  # a term float32 does not hold exactly
+    slot = 4 * _SLOT_MODES.index(mode)
     if acc_name == "fp32":
-        return FP32
+        return FP32 if mode == NEAREST_EVEN else NONE  # (fp32 directed: the float64 kernels)
     if acc_name == "bf16":
-        return BF16
-    if acc_name == "fp16" and f16_native():
-        return FP16
+        return BF16 + slot
+    if acc_name == "fp16" and f16_native() and (mode == NEAREST_EVEN or f16c_modes()):
+        return FP16 + slot
     return NONE
+
+
+@functools.cache
+def f16c_modes() -> bool:
+    """Whether fp16's directed roundings can use x86 F16C's ``vcvtps2ph`` rounding control (the
+    portable float32 -> fp16 conversion rounds to nearest even only)."""
+    import platform
+
+    return platform.machine().lower() in ("x86_64", "amd64") and f16_native()
 
 
 # ---- the lane loops --------------------------------------------------------------------------
@@ -158,7 +222,8 @@ def odd_f32(typingctx, x, err):
 
 
 def _vec_step_codegen(kind: int):
-    """LLVM code for :func:`step8_f16` / :func:`step8_bf16` (see there)."""
+    """LLVM code for ``STEP8[kind]`` (see :func:`_vec_step`)."""
+    acc, mode = acc_of(kind), mode_of(kind)
 
     def codegen(context, builder, signature, args):
         S, D, a, B, j = args
@@ -169,32 +234,39 @@ def _vec_step_codegen(kind: int):
             data = context.make_array(ary_ty)(context, builder, ary).data
             return builder.bitcast(builder.gep(data, [j]), v8f.as_pointer())
 
-        def splat(v, ty):
-            return ir.Constant(ty, [v] * 8)
+        def splat(v):
+            return ir.Constant(v8i, [v] * 8)
+
+        def eq(x, v):
+            return builder.icmp_unsigned("==", x, splat(v))
 
         s = builder.load(ptr(signature.args[0], S), align=4)
         b = builder.load(ptr(signature.args[3], B), align=4)
         va = builder.insert_element(ir.Constant(v8f, None), a, ir.Constant(i32, 0))
         va = builder.shuffle_vector(va, va, ir.Constant(v8i, [0] * 8))
-        t = builder.fmul(va, b)
-        x = builder.fadd(s, t)
+        x = builder.fadd(s, builder.fmul(va, b))
         bits = builder.bitcast(x, v8i)
-        if kind == FP16:
-            r = builder.fpext(builder.fptrunc(x, ir.VectorType(ir.HalfType(), 8)), v8f)
-            ab = builder.and_(bits, splat(0x7FFFFFFF, v8i))
-            low = builder.and_(ab, splat(0x1FFF, v8i))
-            mid = builder.icmp_unsigned("==", low, splat(0x1000, v8i))
-            tiny = builder.and_(builder.icmp_unsigned("<", ab, splat(0x38800000, v8i)),
-                                builder.icmp_unsigned("!=", ab, splat(0, v8i)))
-            flag = builder.or_(mid, tiny)
+        ab = builder.and_(bits, splat(0x7FFFFFFF))
+        if acc == FP16:
+            if mode == NEAREST_EVEN:
+                r = builder.fpext(builder.fptrunc(x, ir.VectorType(ir.HalfType(), 8)), v8f)
+            else:
+                r = _f16c(builder, x, _F16C_MODE[mode])
+            # fp16 normal (|x| >= 2^-14): its grid is the float32 patterns ending in 13 zero
+            # bits, its midpoints those ending in 0x1000; below, every nonzero x is flagged
+            low = builder.and_(ab, splat(0x1FFF))
+            normal = builder.icmp_unsigned(">=", ab, splat(0x38800000))
+            tiny = builder.and_(builder.not_(normal), builder.icmp_unsigned("!=", ab, splat(0)))
+            key = eq(low, 0x1000) if mode == NEAREST_EVEN else builder.and_(eq(low, 0), normal)
+            flag = builder.or_(key, tiny)
         else:
-            lsb = builder.and_(builder.lshr(bits, splat(16, v8i)), splat(1, v8i))
-            rb = builder.add(bits, builder.add(lsb, splat(0x7FFF, v8i)))
-            rb = builder.and_(rb, splat(0xFFFF0000 - 2**32, v8i))
-            nan = builder.fcmp_unordered("uno", x, x)
-            r = builder.select(nan, x, builder.bitcast(rb, v8f))
-            low = builder.and_(bits, splat(0xFFFF, v8i))
-            flag = builder.icmp_unsigned("==", low, splat(0x8000, v8i))
+            r = _bf16_bits(builder, x, mode)
+            # bf16's grid: the float32 patterns ending in 16 zero bits, subnormals included
+            low = builder.and_(bits, splat(0xFFFF))
+            flag = eq(low, 0x8000) if mode == NEAREST_EVEN else builder.and_(
+                eq(low, 0), builder.icmp_unsigned("!=", ab, splat(0)))
+        if mode == DOWN:  # an exact zero sum is -0 when rounding down, not the +0 x says
+            flag = builder.or_(flag, eq(ab, 0))
         builder.store(r, ptr(signature.args[1], D), align=4)
         return builder.zext(builder.bitcast(flag, ir.IntType(8)), i32)
 
@@ -202,6 +274,19 @@ def _vec_step_codegen(kind: int):
 
 
 def _vec_step(kind: int):
+    """``step8(S, D, a, B, j)``: lanes j..j+7 of one step of an fp16/bf16 kind in 256-bit
+    vectors: x = S + a * B (float32, eight lanes), ``D = x`` rounded to the accumulator in the
+    kind's mode (fp16: F16C's conversion; bf16: on the bit pattern), and returned, a bit mask
+    of the lanes where that may differ from rounding the exact sum: in nearest even where x
+    lies on a midpoint of the accumulator's grid, in the directed modes where x lies on the
+    grid (then the exact sum may be just beside it), and in round-down where x is zero (an
+    exact zero sum is -0 there). fp16's grid is the float32 patterns ending in 13 zero bits
+    where fp16 is normal (|x| >= 2^-14; midpoints end in 0x1000); below, every nonzero x is
+    flagged (fp16's subnormals: rare). bf16's is the patterns ending in 16 zero bits,
+    subnormals included. Whether x is exact is left to the redo: testing it here costs more,
+    in vector instructions, than redoing the few flagged lanes. ``S``, ``D``, ``B``:
+    contiguous float32 arrays, j + 8 <= their lengths."""
+
     def typer(typingctx, S, D, a, B, j):
         arrs = (S, D, B)
         if all(isinstance(t, types.Array) and t.ndim == 1 and t.layout == "C"
@@ -213,20 +298,8 @@ def _vec_step(kind: int):
     return intrinsic(typer)
 
 
-step8_f16 = _vec_step(FP16)
-step8_f16.__doc__ = """Lanes j..j+7 of one fp16 step in 256-bit vectors: x = S + a * B (float32,
-eight lanes), ``D = x`` rounded to fp16 (nearest even, F16C), and a bit mask of the lanes
-where x may lie on a midpoint of fp16's grid, and so may round unlike the exact sum: where fp16
-is normal (|x| >= 2^-14) its grid is the float32 patterns ending in 13 zero bits, so its
-midpoints are those ending in 0x1000; every nonzero |x| below 2^-14 (fp16's subnormals: rare)
-is flagged too. (Whether x is exact is left to the redo: testing it here costs more, in
-vector instructions, than redoing the few flagged lanes.) ``S``, ``D``, ``B``: contiguous
-float32 arrays, j + 8 <= their lengths."""
-step8_bf16 = _vec_step(BF16)
-step8_bf16.__doc__ = """Lanes j..j+7 of one bf16 step in 256-bit vectors: x = S + a * B, ``D = x``
-rounded to bf16 (nearest even on the bit pattern, as :func:`round_f32_to_bf16`), and a bit mask
-of the lanes where x lies on a midpoint of bf16's grid (patterns ending in
-0x8000: bf16 has float32's exponent range, so this holds for subnormals too)."""
+# One intrinsic per fp16/bf16 kind (see _vec_step).
+STEP8 = {k: _vec_step(k) for k in KINDS if acc_of(k) != FP32}
 
 
 @register_jitable
@@ -241,26 +314,31 @@ def add_odd_f32(s, t):
 def _row_of_kind(kind: int):
     """The rows function for one kind, ``kind`` a constant of its code: each kernel then compiles
     only its own loops (the others are dead code the compiler drops before vectorising)."""
+    acc, mode = acc_of(kind), mode_of(kind)
+    if acc == FP16:
+        rounded = round_f32_to_f16 if mode == NEAREST_EVEN else ROUND_ACC[(FP16, mode)]
+    else:  # (FP32 rounds nothing; the name must still be bound for the compiler)
+        rounded = ROUND_ACC[(BF16, mode)]
+    step8 = STEP8.get(kind, STEP8[FP16])
 
     @register_jitable
     def first(D, a, Bk, n):
-        """``D[j] = acc(a * Bk[j])``: each lane's first term rounded alone (one rounding)."""
-        if kind == FP16:
-            for j in range(n):
-                D[j] = round_f32_to_f16(a * Bk[j])
-        elif kind == BF16:
-            for j in range(n):
-                D[j] = round_f32_to_bf16(a * Bk[j])
-        else:
+        """``D[j] = acc(a * Bk[j])``: each lane's first term (exact) rounded alone."""
+        if acc == FP32:
             for j in range(n):
                 D[j] = a * Bk[j]
+        else:
+            for j in range(n):
+                D[j] = rounded(a * Bk[j])
 
     @register_jitable
-    def rounded(x):
-        """x rounded to the accumulator (nearest even)."""
-        if kind == FP16:
-            return round_f32_to_f16(x)
-        return round_f32_to_bf16(x)
+    def redo(s, t):
+        """``acc(s + t)`` from the sum rounded to odd in float32 (one correct rounding in any
+        mode, Boldo & Melquiond), with round-down's -0 for an exact zero sum."""
+        r = rounded(add_odd_f32(s, t))
+        if mode == DOWN and s + t == 0:  # (a float32 sum is 0 only when it is exact)
+            r = -((-s) + (-t))
+        return r
 
     @register_jitable
     def steps(S, D, Ar, B, bi, j0, n, unit):
@@ -269,20 +347,19 @@ def _row_of_kind(kind: int):
         row holding the result.
 
         fp16/bf16: the float32 sum x = fl(s + t) rounds like the exact s + t unless x lies on
-        a midpoint of the accumulator's grid. Every such midpoint is a float32 number and
-        rounding to float32 is monotonic, so a midpoint strictly between x and s + t would be
-        nearer to s + t than x is; x can only land *on* one. So eight lanes at a time round x
-        and flag the possible midpoints (:data:`step8_f16`, :data:`step8_bf16`); a flagged lane
-        (rare; and most are exact ties of short sums, which the plain rounding gets right) is
-        redone with the sum rounded to odd (TwoSum), one correct rounding once rounded to the
-        accumulator (Boldo & Melquiond). The last n % 8 lanes, and a sum's one lane, take that
-        route too. All steps in one function: a call per step would cost as much as the
-        step's 256 lanes."""
+        a midpoint of the accumulator's grid (nearest even) or on the grid (directed modes).
+        Every such point is a float32 number and rounding to float32 is monotonic, so a point
+        strictly between x and s + t would be nearer to s + t than x is; x can only land *on*
+        one. So eight lanes at a time round x and flag those lanes (``STEP8``); a flagged lane
+        (rare; and most are exact sums, which the plain rounding gets right) is redone with
+        the sum rounded to odd (TwoSum, :func:`redo`). The last n % 8 lanes, and a sum's one
+        lane, take that route too. All steps in one function: a call per step would cost as
+        much as the step's 256 lanes."""
         n8 = 0 if unit else n - n % 8
         for k in range(1, Ar.size):
             a = Ar[k]
             Bk = S if unit else B[bi, k, j0:j0 + n]  # (unit: not read)
-            if kind == FP32:
+            if acc == FP32:
                 if unit:
                     for j in range(n):
                         D[j] = S[j] + a
@@ -291,22 +368,21 @@ def _row_of_kind(kind: int):
                         D[j] = S[j] + a * Bk[j]
             else:
                 for j in range(0, n8, 8):
-                    hits = step8_f16(S, D, a, Bk, j) if kind == FP16 else step8_bf16(S, D, a, Bk, j)
-                    if hits:
+                    if step8(S, D, a, Bk, j):
                         for q in range(j, j + 8):
-                            D[q] = rounded(add_odd_f32(S[q], a * Bk[q]))
+                            D[q] = redo(S[q], a * Bk[q])
                 for j in range(n8, n):
-                    D[j] = rounded(add_odd_f32(S[j], a if unit else a * Bk[j]))
+                    D[j] = redo(S[j], a if unit else a * Bk[j])
             S, D = D, S  # (in place, the compiler's overlap test would take its scalar loop)
         return S
 
     @register_jitable
     def row(A, B, out, bi, i, j0, m, W, KO, unit):
-        """``out[bi, i, j0 + j]`` for j < m: the sequential nearest-even reduction of lane j's
-        terms ``A[bi, i, k] * B[bi, k, j0 + j]`` (a sum, ``unit``: ``A[bi, i, k]``) with float32
-        lanes, then one rounding to the output format (``fastround.round_fast_nearest_even``
-        with the constants ``KO``, an array: no format records to compile). ``A``, ``B``:
-        float32; ``W``: float32 work, (3, >= m)."""
+        """``out[bi, i, j0 + j]`` for j < m: the sequential reduction of lane j's terms
+        ``A[bi, i, k] * B[bi, k, j0 + j]`` (a sum, ``unit``: ``A[bi, i, k]``) with float32
+        lanes in the kind's mode, then one rounding to the output format
+        (``fastround.round_fast`` with the constants ``KO``, an array: no format records to
+        compile). ``A``, ``B``: float32; ``W``: float32 work, (3, >= m)."""
         K = A.shape[2]
         Ar = A[bi, i]
         W[2, 0] = 1.0  # a sum's "B": every term times 1 (exact)
@@ -317,7 +393,7 @@ def _row_of_kind(kind: int):
         S = steps(S, D, Ar, B, bi, j0, m, unit)
         o = out[bi, i, j0:j0 + m]
         for j in range(m):
-            o[j] = round_fast_nearest_even(np.float64(S[j]) if K > 0 else 0.0, KO)
+            o[j] = round_fast(np.float64(S[j]) if K > 0 else 0.0, mode, KO)
 
     @register_jitable
     def rows(A, B, out, KO, unit, r0, r1):
@@ -334,6 +410,5 @@ def _row_of_kind(kind: int):
     return rows
 
 
-rows_fp32 = _row_of_kind(FP32)
-rows_fp16 = _row_of_kind(FP16)
-rows_bf16 = _row_of_kind(BF16)
+# The rows function of each kind (the CPU kernels in arith_cpu wrap each in its own njit).
+ROWS = {k: _row_of_kind(k) for k in KINDS}

@@ -122,7 +122,7 @@ I_C_EMIN = I_MODE + 20  # exponent of the accumulator's lowest binade, as the da
 I_RECORD = I_MODE + 21  # log every accumulator step (the trace)
 I_HAS_C = I_MODE + 22  # block FMA: the accumulator starts at C[b, i, j] (D = A B + C), not +0
 I_FAST_STOCH = I_MODE + 23  # sequential stochastic rounding may take its fast form
-I_LANES32 = I_MODE + 24  # the float32-lane kernel that may run it (lanes32.FP32/FP16/BF16), 0 none
+I_LANES32 = I_MODE + 24  # the float32-lane kernel that runs it (a lanes32 kind), 0 none
 NPARAMS = I_MODE + 25
 
 
@@ -588,12 +588,13 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
 @register_jitable
 def fast_kind(P):
     """Which fast sequential kernel runs these parameters: 1 nearest even, 2 another
-    deterministic mode, 3 stochastic rounding, 4 nearest even with float32 lanes
-    (:mod:`fpsim.kernels.lanes32`), 0 none (another order, rounded products, a log, or no fast
+    deterministic mode, 3 stochastic rounding, 4 float32 lanes (:mod:`fpsim.kernels.lanes32`:
+    nearest even, and fp16/bf16 accumulators in the directed modes; ``P[I_LANES32]`` names the
+    kind, accumulator and mode), 0 none (another order, rounded products, a log, or no fast
     form)."""
     if P[I_ORDER] != SEQUENTIAL or P[I_ROUNDED] != 0 or P[I_RECORD] != 0:
         return 0
-    if P[I_LANES32] != 0 and P[I_MODE] == NEAREST_EVEN and P[I_FAST_OUT] == 1:
+    if P[I_LANES32] != 0 and P[I_FAST_OUT] == 1:
         return 4
     if P[I_FAST_STOCH] == 1:
         return 3
