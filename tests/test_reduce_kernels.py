@@ -10,20 +10,21 @@ import math
 import sys
 from fractions import Fraction
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from numba import njit
 
 import fpsim
 from fpsim import arith
 from fpsim.arith.reductions import _params
-from fpsim.kernels import arith_cpu, fastround, lanes32, reduce, reduce_fast, scalar
+from fpsim.kernels import arith_cpu, fastround, lanes32, random_lanes, reduce, reduce_fast, scalar
 
 sys.path.insert(0, str(Path(__file__).parent))
-from arith_oracle import MODES, reduce_reference, round_rational  # noqa: E402
+from arith_oracle import MODES, _special, reduce_reference, round_rational  # noqa: E402
 
 FAST_FORMATS = ["fp16", "bf16", "fp32", "tf32", "fp8_e5m2", "e8m13",
                 fpsim.Format(5, 2, name="e5m2_b3", bias=3), fpsim.Format(8, 3, name="e8m3_b200",
@@ -643,3 +644,177 @@ def test_lanes32_tricky_lanes_equal_the_exact_sum(acc, mode, m, e, seed):
         return
     a, b = _tricky_lanes(acc, mode, np.random.default_rng(seed), m, e)
     _check_tricky_lanes(acc, mode, a, b)
+
+
+# ---- stochastic rounding's fast form (random_lanes, fastround's split form, stochastic_row) -----
+@njit(cache=False, error_model="numpy")
+def _random_lanes(seed, base0, stride, n, r):
+    L = np.empty(n, np.uint32)
+    G0 = np.empty(n, np.uint32)
+    GX = np.empty(n, np.uint32)
+    RH = np.empty(n)
+    RL = np.empty(n)
+    key_a, key_b = scalar.random62_keys(seed)
+    random_lanes.index_words(base0, stride, n, key_b, L, G0, GX)
+    random_lanes.random_split(RH, RL, L, G0, GX, key_a, key_b, r, n)
+    return RH, RL
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.integers(-2**63, 2**63 - 1), st.sampled_from([0, 1, -1, 2**32, 2**63 - 1,
+                                                                    -2**63, 0x9E3779B9])),
+       st.integers(0, 2**30),
+       st.one_of(st.integers(0, 2**32 - 1), st.integers(2**32 - 2**16, 2**32 - 1)),
+       st.one_of(st.integers(1, 64), st.integers(1, 2**21)), st.integers(1, 40),
+       st.one_of(st.integers(0, 64), st.integers(0, 2**32 - 1)))  # fmt: skip
+@example(seed=0, hi=0, lo=2**32 - 7, stride=1, n=20, r=0)  # lanes cross 2^32
+@example(seed=2**63 - 1, hi=2**30, lo=2**32 - 100, stride=3, n=9, r=90)  # the events cross it
+@example(seed=-1, hi=5, lo=0, stride=2**21, n=40, r=2**32 - 1)  # the largest event offset
+def test_random_split_equals_random62(seed, hi, lo, stride, n, r):
+    """The vector form of the random bits (32-bit lanes, the high word's hash selected per
+    lane) against ``scalar.random62`` run as plain Python: any int64 seed (high bits set,
+    negative, 0), indices below and above 2^32 and tiles whose indices cross a multiple of
+    2^32, between lanes or between events."""
+    base0 = hi * 2**32 + lo
+    RH, RL = _random_lanes(seed, base0, stride, n, r)
+    want = [scalar.random62(seed, base0 + j * stride + r) for j in range(n)]
+    assert list(RH) == [float(w >> 32) * 2.0**-30 for w in want]  # both exact: no rounding
+    assert list(RL) == [float(w & 0xFFFFFFFF) * 2.0**-62 for w in want]
+
+
+def test_random_split_detects_a_flipped_bit():
+    """The comparison above is sharp: the bits of a neighbouring index differ."""
+    RH, RL = _random_lanes(7, 2**32 - 2, 1, 4, 0)
+    assert list(RL) != [float(scalar.random62(7, 2**32 - 2 + j + 1) & 0xFFFFFFFF) * 2.0**-62
+                        for j in range(4)]  # fmt: skip
+
+
+@njit(cache=False, error_model="numpy")
+def _apply_stochastic_finite(x, rand, k):
+    out = np.empty_like(x)
+    for i in range(x.size):
+        rh, rl = fastround.stochastic_split(rand[i])
+        out[i] = fastround.round_fast_stochastic_finite(x[i], rh, rl, k)
+    return out
+
+
+def _thresholds(x, F):
+    """ceil(f * 2^62) for each finite non-zero x (f its fraction of a quantum of F, exactly)."""
+    thr = np.zeros(x.size, np.int64)
+    for i, v in enumerate(x):
+        if math.isfinite(v) and v != 0:
+            a = Fraction(abs(float(v)))
+            e = max(math.floor(math.log2(a)), F.emin)
+            n = a / Fraction(2) ** (e - F.man_bits)
+            thr[i] = math.ceil((n - math.floor(n)) * 2**62)
+    return thr
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.filter_too_much])
+@given(st.integers(2, 11), st.integers(1, 50),
+       st.one_of(st.integers(-1022, -990), st.integers(990, 1023), st.integers(-1022, 1023)),
+       st.integers(0, 1), st.integers(0, 1), st.integers(0, 2**32))  # fmt: skip
+def test_round_fast_stochastic_on_any_format_it_accepts(e, m, emax, subn, sat, seed):
+    """Stochastic rounding with the random bits split in two floats (the one float comparison
+    ``rl < f - rh``), plain and finite-only, against ``scalar.round_value`` on every IEEE-style
+    format ``fast_round_ok`` accepts, with random bits drawn at random and set at each value's
+    threshold ceil(f * 2^62) and one either side, where one unit decides."""
+    bias = 2**e - 2 - emax
+    try:
+        F = fpsim.Format(e, m, bias=bias)
+    except ValueError:  # beyond float64's range
+        assume(False)
+    assume(fastround.fast_round_ok(F.record))
+    rng = np.random.default_rng(seed)
+    x = probes(F, rng, n=200)
+    thr = _thresholds(x, F)
+    S = fpsim.ROUNDING_MODES["stochastic"]
+    k = fastround.fast_round_constants(F.record, subn, sat)
+    fin = np.isfinite(x)
+    for rand in (rng.integers(0, 2**62, x.size), np.maximum(thr - 1, 0), thr,
+                 np.minimum(thr + 1, 2**62 - 1)):  # fmt: skip
+        rand = rand.astype(np.int64)
+        want = np.array([scalar.round_value(float(v), F.record, S, subn, sat, int(r))
+                         for v, r in zip(x, rand, strict=True)])  # fmt: skip
+        assert same_bits(_apply_stochastic(x, rand, k), want)
+        assert same_bits(_apply_stochastic_finite(x[fin], rand[fin], k), want[fin])
+
+
+def _kernel_ran(call):
+    """(the result of ``call()``, the row kernels arith_cpu ran for it)."""
+    with mock.patch.object(arith_cpu, "_run_rows", wraps=arith_cpu._run_rows) as spy:
+        res = call()
+    return res, [c.args[0].__name__ for c in spy.call_args_list]
+
+
+def _custom_acc(e, m, emax):
+    try:
+        F = fpsim.Format(e, m, bias=2**e - 2 - emax)
+    except ValueError:
+        return None
+    return F if fastround.fast_round_ok(F.record) else None
+
+
+@settings(max_examples=70, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(st.one_of(st.sampled_from(ACCS), st.tuples(st.integers(2, 11), st.integers(1, 50),
+                                                   st.integers(-60, 200))),
+       st.sampled_from(INS), st.integers(1, 3),
+       st.one_of(st.sampled_from([0, 1, 2]), st.integers(3, 30)),
+       st.one_of(st.sampled_from([1, 2, reduce_fast.LANES - 1, reduce_fast.LANES,
+                                  reduce_fast.LANES + 1]), st.integers(1, 40)),
+       st.integers(-12, 12), st.integers(0, 1), st.integers(0, 1),
+       st.sampled_from([np.float32, np.float64]), st.sampled_from([None, "fp32", "fp8_e4m3", "acc"]),
+       st.one_of(st.integers(0, 2**63 - 1), st.sampled_from([0, 2**63 - 1, 2**32])),
+       st.booleans(), st.integers(0, 2**31))  # fmt: skip
+def test_fast_stochastic_equals_general_and_exact(acc, f, n, K, m, scale, subn, sat, container,
+                                                  out, seed, unit, data_seed):  # fmt: skip
+    """The stochastic fast kernel (random bits in 32-bit lanes, float-only rounding, tiles of
+    LANES lanes) against the general kernel bit for bit, and against exact rational sums with
+    the documented random bits ``random62(seed, o (2K + 1) + r)``: accumulators of every
+    shape fast_round_ok accepts, subnormals and saturation on and off, float32 and float64
+    containers, K = 0 and 1, lane counts around a tile, sums, ±0, subnormals, max, inf, NaN.
+    Each run checks which row kernel it went through."""
+    if isinstance(acc, tuple):
+        acc = _custom_acc(*acc)
+        assume(acc is not None)
+    A_fmt = fmt(acc)
+    out_f = {None: f, "acc": A_fmt}.get(out, out)
+    rng = np.random.default_rng(data_seed)
+    m = 1 if unit else m
+    a = _values(f, rng, (n, K), scale)
+    b = None if unit else _values(f, rng, (K, m), 0)
+    if K and rng.random() < 0.25:  # an inf or a NaN in a row
+        a[0, rng.integers(0, K)] = rng.choice([np.inf, -np.inf, np.nan] if fmt(f).has_inf
+                                              else [np.nan])  # fmt: skip
+    S = fpsim.ROUNDING_MODES["stochastic"]
+    P = list(_params(fmt(f), A_fmt, fmt(out_f), S, subn, sat, seed, reduce.SEQUENTIAL, 0, unit,
+                     None, False))  # fmt: skip
+    assert reduce.fast_kind(np.array(P)) == 3
+    kw = dict(acc=acc, order="sequential", rounding="stochastic", seed=seed, out_fmt=out_f,
+              subnormals=bool(subn), saturate=bool(sat))  # fmt: skip
+    if unit:
+        got, ran = _kernel_ran(lambda: arith.sum(a.astype(container), f, axis=1, **kw))
+        got = np.asarray(got, np.float64).reshape(n, 1)
+    else:
+        got, ran = _kernel_ran(lambda: arith.matmul(a.astype(container), b.astype(container), f,
+                                                    **kw))  # fmt: skip
+        got = np.asarray(got, np.float64)
+    assert ran == ["_rows_stochastic"]
+    P[reduce.I_FAST_STOCH] = 0
+    general = np.empty((1, n, m))
+    _, ran = _kernel_ran(lambda: arith_cpu.matmul(
+        a.reshape(1, n, K), None if unit else b.reshape(1, K, m), general, tuple(P)))
+    assert ran == ["_rows_general"]
+    assert same_bits(got, general[0])
+    if subn and not sat and np.isfinite(a).all() and n * m * K <= 300:
+        for i in range(n):
+            for j in range(m):
+                terms = [Fraction(a[i, k]) * (1 if unit else Fraction(b[k, j])) for k in range(K)]
+                base = reduce.event_base(0, i, j, n, m, K)
+                want = reduce_reference(terms, A_fmt, out_f, mode="stochastic",
+                                        rand=lambda r, base=base: scalar.random62(seed, base + r))
+                if math.isinf(want):  # an overflowed sum into the output format (reduce_reference
+                    want = _special(want, fmt(out_f), False)  # keeps it as it is)
+                assert got[i, j] == want or (math.isnan(got[i, j]) and math.isnan(want))

@@ -452,11 +452,12 @@ def _rows_directed(A, B, out, P, r0, r1):
 @njit(cache=True, nogil=True, error_model="numpy")
 def _rows_stochastic(A, B, out, P, r0, r1):
     m = out.shape[2]
-    W = np.empty((reduce.NW, max(m, 1)))
-    RBITS = np.empty(max(m, 1), np.int64)
+    lanes = max(min(m, reduce_fast.LANES), 1)  # stochastic_row goes in tiles of LANES
+    W = np.empty((5, lanes))
+    U = np.empty((3, lanes), np.uint32)
     n = out.shape[1]
     for r in range(r0, r1):
-        reduce_fast.stochastic_row(A, B, out, r // n, r % n, 0, m, W, RBITS, P)
+        reduce_fast.stochastic_row(A, B, out, r // n, r % n, 0, m, W, U, P)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -531,7 +532,7 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
         _run_rows(_rows_nearest, (A, B, out, P), nrows, work)
     elif fast == 2:
         _run_rows(_rows_directed, (A, B, out, P), nrows, work)
-    elif fast == 3:
+    elif fast == 3 and 2 * A.shape[2] < 1 << 32:  # random_lanes: the events' offsets in 32 bits
         _run_rows(_rows_stochastic, (A, B, out, P), nrows, work)
     else:
         _run_rows(_rows_general, (A, B, out, P), nrows, work)

@@ -19,8 +19,9 @@ CPU and on the GPU.
 
 Valid (``fast_round_ok``) for signed IEEE-style formats with subnormals (±inf, IEEE NaN, -0),
 1 to 50 fraction bits, exponents within float64's normal range and a smallest quantum between
-2^-1022 and 1 -- fp16, bf16, tf32, fp32, e8m13, fp8_e5m2, ... -- and for every deterministic mode;
-stochastic rounding needs the exact fraction of a quantum and stays with ``scalar.convert``.
+2^-1022 and 1 -- fp16, bf16, tf32, fp32, e8m13, fp8_e5m2, ... -- in every mode, stochastic
+rounding included (the exact fraction of a quantum compared with the random bits in float64,
+:func:`stochastic_magnitude`).
 ``tests/test_reduce_kernels.py`` checks it against :func:`scalar.round_value` on every mode and
 edge.
 
@@ -214,17 +215,63 @@ def round_fast_nearest_away(x, k):
 
 
 @register_jitable
+def stochastic_magnitude(a, rh, rl, k):
+    """The float64 ``a >= 0`` (its exact value) rounded stochastically to the grid of the
+    constants ``k``, before overflow and flush-to-zero: one quantum up when ``rand62 <
+    ceil(f * 2^62)``, f the fraction of a quantum by which ``a`` exceeds its lower neighbour
+    -- ``scalar.convert``'s rule -- with the 62 random bits given as ``rh = hi30 * 2^-30`` and
+    ``rl = lo32 * 2^-62`` (:func:`stochastic_split`).
+
+    Why the comparison is ``rl < fl(f - rh)``. u = a / q is exact (a power-of-two scaling),
+    and so is f = u - trunc(u). For the integer rand62, rand62 < ceil(f 2^62) iff rand62 <
+    f 2^62 iff rl < D = f - rh (exact reals). If D >= 2^-30 or D < 0, its rounding d keeps
+    that side of 2^-30 and of 0 (both are float64s; rounding is monotonic), and rl, a
+    multiple of 2^-62 in [0, 2^-30), compares alike with D and d. If 0 <= D < 2^-30, rh (a
+    multiple of 2^-30) is f with its bits below 2^-30 cleared, so D is exact. Float
+    instructions only (no float-to-int64 conversion, which AVX2 lacks): the loops
+    vectorise."""
+    p = min(max(pow2_of(a), k[0]), k[7])  # the binade, within the format's [emin, emax]
+    u = a * (inv_pow2_of(p) * k[2])
+    n = trunc_f64(u)
+    up = rl < (u - n) - rh
+    return (n + 1.0 if up else n) * (p * k[3])
+
+
+@register_jitable
+def stochastic_split(rand62):
+    """The 62 random bits as the two float64s of :func:`stochastic_magnitude`: ``(hi30 *
+    2^-30, lo32 * 2^-62)`` (both exact)."""
+    return (rand62 >> 32) * 9.313225746154785e-10, (rand62 & 0xFFFFFFFF) * 2.168404344971009e-19
+
+
+@register_jitable
+def round_fast_stochastic_split(x, rh, rl, k):
+    """Stochastic rounding of the float64 ``x`` (its exact value) with the random bits split
+    as :func:`stochastic_split` gives them: overflow, flush-to-zero, the sign of zero and
+    inf/NaN as :func:`round_fast_toward_zero` (stochastic rounding overflows to inf unless
+    saturating)."""
+    return _finish(x, stochastic_magnitude(abs(x), rh, rl, k), k[6] == 1.0, k)
+
+
+@register_jitable
+def round_fast_stochastic_finite(x, rh, rl, k):
+    """:func:`round_fast_stochastic_split` for a finite ``x``, in fewer instructions (inf and
+    NaN are not passed through: the reduction's step sends them to its exact step)."""
+    y = stochastic_magnitude(abs(x), rh, rl, k)
+    big = k[4] if k[6] == 1.0 else math.inf
+    y = big if y > k[4] else y
+    y = 0.0 if y < k[5] else y  # flush-to-zero (after rounding)
+    return math.copysign(y, x)
+
+
+@register_jitable
 def round_fast_stochastic(x, rand62, k):
     """Stochastic rounding of the float64 ``x`` (its exact value): away from zero with
     probability ``ceil(f * 2^62) / 2^62``, f the fraction of a quantum by which |x| exceeds its
-    lower neighbour -- ``scalar.convert``'s rule, so the same random bits give the same result.
-    f * 2^62 is exact in float64 (a power-of-two scaling of |u - trunc(u)|), its ceiling an
-    integer below 2^62 that int64 holds exactly."""
-    u, q = _scaled(x, k)
-    t = trunc_f64(u)
-    threshold = np.int64(ceil_f64(abs(u - t) * 4611686018427387904.0))  # 2^62
-    r = t + math.copysign(1.0, u) if rand62 < threshold else t
-    return _finish(x, r * q, k[6] == 1.0, k)
+    lower neighbour -- ``scalar.convert``'s rule, so the same random bits give the same result
+    (the integer ``rand62``; :func:`round_fast_stochastic_split` is the same rounding)."""
+    rh, rl = stochastic_split(rand62)
+    return round_fast_stochastic_split(x, rh, rl, k)
 
 
 @register_jitable

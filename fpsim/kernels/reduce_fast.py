@@ -27,10 +27,12 @@ from .fastround import (
     round_fast_nearest_away,
     round_fast_nearest_even,
     round_fast_nearest_even_ieee,
-    round_fast_stochastic,
+    round_fast_stochastic_finite,
+    round_fast_stochastic_split,
     round_fast_toward_zero,
     round_fast_up,
 )
+from .random_lanes import index_words, random_split
 from .record import unflatten
 from .reduce import (
     I_ACC,
@@ -41,13 +43,8 @@ from .reduce import (
     I_SEED,
     I_SUBN,
     I_UNIT_B,
-    W_P,
-    W_S,
-    W_T,
-    W_X,
     down_zero,
     event_base,
-    load_terms,
 )
 from .scalar import (
     DOWN,
@@ -55,11 +52,9 @@ from .scalar import (
     TOWARD_ZERO,
     UP,
     add_odd,
-    random62,
     random62_keyed,
     random62_keys,
     round_value,
-    two_sum,
 )
 from .scalar_ops import add_rounded
 
@@ -211,59 +206,84 @@ def directed_row(A, B, out, bi, i, j0, m, W, P):
 
 
 @register_jitable
-def stochastic_row(A, B, out, bi, i, j0, m, W, RBITS, P):
+def stochastic_step(D, S, a, Bk, RH, RL, m, kf):
+    """``D[j] = acc(S[j] + a * Bk[j])`` in stochastic rounding with the random bits ``RH[j],
+    RL[j]`` (:func:`fpsim.kernels.random_lanes.random_split`), using the float64 sum x: right
+    wherever x is the exact sum. Returns how many lanes it was not (their ``D[j]`` is then to
+    be redone). x = fl(s + t) is exact iff ``x - s == t`` and ``x - t == s``: for |s| >= |t|,
+    x - s is exact (Fast2Sum's lemma), so it equals t iff x = s + t, and then x - t = s
+    exactly too (symmetrically for |t| > |s|); an infinite or NaN x fails one of the two
+    (inf - inf, or a NaN), so ``round_fast_stochastic_finite`` only ever sees finite sums."""
+    inexact = 0
+    for j in range(m):
+        s = S[j]
+        t = a * Bk[j]
+        x = s + t
+        D[j] = round_fast_stochastic_finite(x, RH[j], RL[j], kf)
+        inexact += not ((x - s == t) & (x - t == s))
+    return inexact
+
+
+@register_jitable
+def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
     """``out[bi, i, j0 + j]``: the sequential reduction with exact products and stochastic
-    rounding (``P[I_FAST_STOCH]``). Each step splits ``s + t`` exactly with two_sum; where the
-    float64 sum is exact (nearly always) it is rounded by ``round_fast_stochastic`` in a loop
-    that vectorises, and the few lanes where it is not are redone with ``add_rounded`` after
-    the loop. Same random bits, same results as the general path."""
+    rounding (``P[I_FAST_STOCH]``), in tiles of :data:`LANES` lanes. Per step, the random bits
+    of every lane first, in 32-bit integer lanes (:mod:`fpsim.kernels.random_lanes`), then
+    :func:`stochastic_step` on float instructions; the few lanes whose float64 sum is not
+    exact are redone with ``add_rounded`` and the same random bits. Event r of lane j uses
+    ``random62(seed, event_base + r)`` as the general path does: the same results, bit for bit.
+    ``W``: float64 (>= 5, >= min(m, LANES)); ``U``: uint32 (>= 3, the same); 2K < 2^32."""
     acc = unflatten(P, I_ACC)
     outf = unflatten(P, I_OUT)
     kf = fast_round_constants(acc, P[I_SUBN], P[I_SAT])
-    seed = P[I_SEED]
+    ko = fast_round_constants(outf, P[I_SUBN], P[I_SAT])
+    fast_out = fast_round_ok(outf)
     subn = P[I_SUBN]
     sat = P[I_SAT]
     unit = P[I_UNIT_B] == 1
     K = A.shape[2]
     stride = 2 * K + 1
-    base0 = event_base(bi, i, j0, out.shape[1], out.shape[2], K)
-    S = W[W_S]
-    T = W[W_T]
-    OLD = W[W_X]
-    ERR = W[W_P]
-    RND = RBITS
-    if K > 0:
-        load_terms(A, B, P, bi, i, 0, j0, m, T)
-        for j in range(m):  # the first term, rounded alone (event 1)
-            S[j] = round_fast_stochastic(T[j], random62(seed, base0 + j * stride + 1), kf)
-    key_a, key_b = random62_keys(seed)
-    for k in range(1, K):
-        a = A[bi, i, k]
-        r = 2 * k + 1
-        for j in range(m):  # the random bits first: their own (integer) loop
-            RND[j] = random62_keyed(key_a, key_b, base0 + j * stride + r)
-        inexact = 0
-        for j in range(m):
-            t = a if unit else a * B[bi, k, j0 + j]
-            s = S[j]
-            x, err = two_sum(s, t)
-            S[j] = round_fast_stochastic(x, RND[j], kf)
-            OLD[j] = s
-            ERR[j] = err
-            inexact += not (err == 0.0)  # the float64 sum was not exact (or not finite)
-        if inexact:
-            for j in range(m):
-                if not (ERR[j] == 0.0):
-                    t = a if unit else a * B[bi, k, j0 + j]
-                    S[j] = add_rounded(OLD[j], t, acc, STOCHASTIC, subn, sat, RND[j])
-    fast_out = fast_round_ok(outf)
-    ko = fast_round_constants(outf, subn, sat)
-    for j in range(m):
-        v = S[j] if K > 0 else 0.0
-        rand = random62(seed, base0 + j * stride + 2 * K)
-        if fast_out:
-            out[bi, i, j0 + j] = round_fast_stochastic(v, rand, ko)
+    key_a, key_b = random62_keys(P[I_SEED])
+    Ar = A[bi, i]
+    for t0 in range(j0, j0 + m, LANES):
+        n = min(LANES, j0 + m - t0)
+        base0 = event_base(bi, i, t0, out.shape[1], out.shape[2], K)
+        S = W[0, :n]
+        D = W[1, :n]
+        RH = W[2, :n]
+        RL = W[3, :n]
+        ONES = W[4, :n]  # a sum's "B": every term times 1 (exact)
+        L = U[0, :n]
+        G0 = U[1, :n]
+        GX = U[2, :n]
+        ONES[:] = 1.0
+        index_words(base0, stride, n, key_b, L, G0, GX)
+        if K > 0:  # the first term, rounded alone (event 1)
+            random_split(RH, RL, L, G0, GX, key_a, key_b, 1, n)
+            Bk = ONES if unit else B[bi, 0, t0:t0 + n]
+            a = Ar[0]
+            for j in range(n):
+                S[j] = round_fast_stochastic_split(a * Bk[j], RH[j], RL[j], kf)
+        for k in range(1, K):
+            r = 2 * k + 1
+            random_split(RH, RL, L, G0, GX, key_a, key_b, r, n)
+            Bk = ONES if unit else B[bi, k, t0:t0 + n]
+            a = Ar[k]
+            if stochastic_step(D, S, a, Bk, RH, RL, n, kf):
+                for j in range(n):
+                    s = S[j]
+                    t = a * Bk[j]
+                    x = s + t
+                    if not ((x - s == t) & (x - t == s)):
+                        rand = random62_keyed(key_a, key_b, base0 + j * stride + r)
+                        D[j] = add_rounded(s, t, acc, STOCHASTIC, subn, sat, rand)
+            S, D = D, S
+        o = out[bi, i, t0:t0 + n]
+        if fast_out:  # the final rounding (event 2K)
+            random_split(RH, RL, L, G0, GX, key_a, key_b, 2 * K, n)
+            for j in range(n):
+                o[j] = round_fast_stochastic_split(S[j] if K > 0 else 0.0, RH[j], RL[j], ko)
         else:
-            out[bi, i, j0 + j] = round_value(v, outf, STOCHASTIC, subn, sat, rand)
-
-
+            for j in range(n):
+                rand = random62_keyed(key_a, key_b, base0 + j * stride + 2 * K)
+                o[j] = round_value(S[j] if K > 0 else 0.0, outf, STOCHASTIC, subn, sat, rand)
