@@ -137,4 +137,26 @@ def torch_apply(
     work = x.to(torch.float32 if f.fits_in(np.float32) and x.element_size() <= 4 else torch.float64)
     res = torch.as_tensor(on_device(work.contiguous()), device=x.device)
     out_t = next(t for t, (d, _) in pairs.items() if d == out_np)
-    return res.to(out_t)
+    return host_nans(res, res.to(out_t), out_np)  # exact: the values are the format's
+
+
+def host_nans(wide: Any, narrow: Any, out_np: np.dtype) -> Any:
+    """``narrow`` (the tensor ``wide`` cast to a narrower float dtype, ``out_np`` in numpy) with
+    each NaN's bits set as the host's cast sets them: a GPU's narrowing makes every NaN its own
+    canonical one (fp16 0x7FFF, bf16 0x7FC0: the sign lost), numpy's and ml_dtypes' casts keep
+    the sign and the quiet NaN's leading payload. So a result is bit for bit the same on
+    either device. In place; returns ``narrow``."""
+    import torch
+
+    if narrow.element_size() >= wide.element_size():
+        return narrow
+    nan = torch.isnan(wide)
+    if bool(nan.any()):
+        host = np.array([np.nan, -np.nan], np.float32 if wide.dtype == torch.float32
+                        else np.float64).astype(out_np)  # fmt: skip
+        pos, neg = (int(v) for v in host.view({1: np.uint8, 2: np.int16}[host.itemsize]))
+        bits = narrow.view({1: torch.uint8, 2: torch.int16}[narrow.element_size()])
+        neg_sign = torch.signbit(wide)
+        bits[nan & ~neg_sign] = pos
+        bits[nan & neg_sign] = neg
+    return narrow

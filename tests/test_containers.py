@@ -126,6 +126,30 @@ def test_torch_in_torch_out(torch, tdt, fmt, want):
     assert ((got == want_vals) | (np.isnan(got) & np.isnan(want_vals))).all()
 
 
+@pytest.mark.parametrize("tdt, np_dt, ints", [
+    ("float16", np.float16, "int16"), ("bfloat16", ml_dtypes.bfloat16, "int16"),
+    ("float8_e4m3fn", ml_dtypes.float8_e4m3fn, "uint8"),
+])  # fmt: skip
+def test_host_nans_gives_each_nan_the_hosts_bits(torch, tdt, np_dt, ints):
+    """The GPU branch of torch_apply narrows on the device, where every NaN becomes the GPU's
+    canonical one (sign lost: seen on an H100); host_nans sets the bits numpy / ml_dtypes give
+    (the sign kept), so results agree bit for bit across devices. Here the device's NaNs are
+    imitated on the CPU by overwriting them."""
+    from fpsim.containers import host_nans
+
+    if not hasattr(torch, tdt):
+        pytest.skip(f"this torch has no {tdt}")
+    for wide_dt in (torch.float32, torch.float64):
+        wide = torch.tensor([1.5, math.nan, -math.nan, -0.0, 0.25, -math.nan], dtype=wide_dt)
+        narrow = wide.to(getattr(torch, tdt))
+        bits = narrow.view(getattr(torch, ints))
+        bits[torch.isnan(wide)] = 0x7F  # a canonical NaN of its own, without the sign
+        got = host_nans(wide, narrow, np.dtype(np_dt))
+        want = wide.numpy().astype(np_dt)
+        assert np.array_equal(got.view(getattr(torch, ints)).numpy(), want.view(ints))
+        assert (want.view(ints)[[2, 5]] != want.view(ints)[1]).all()  # the sign is in the bits
+
+
 def test_torch_zero_dim_and_no_copy_view(torch):
     from fpsim.containers import torch_to_numpy
 
