@@ -123,7 +123,7 @@ def run_and_kernel(fn, *args, **kw):
     return np.asarray(got, np.float64), ran
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(models(), st.sampled_from(IN_FORMATS), st.integers(1, 3), st.integers(0, 80),
        st.sampled_from(LANES), st.sampled_from(ALL_MODES), st.sampled_from(["fp32", "fp64", "fp16"]),
        st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.booleans(),
