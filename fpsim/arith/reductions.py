@@ -118,6 +118,7 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
             promote=model.promote_every or 0,
             in_emin=f.emin,
             c_emin=min(a_fmt.emin, -126),
+            prom_fast=int(not device and _promote_plain(a_fmt, model.promote_to)),
         )
     elif not device and mode != stoch and fast_round_ok(a_fmt.record) and term_emax <= 1020:
         # round_fast for every accumulator rounding; the float64 sum alone (no two_sum) where
@@ -158,6 +159,15 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
     return reduce.pack_params(
         a_fmt.record, out_f.record, mode, int(subnormals), int(saturate), seed_v, order_code,
         rounded, int(unit_b), fast_add, fast_out, block, record, has_c, fast_stoch, lanes32,
+    )  # fmt: skip
+
+
+def _promote_plain(acc, prom) -> bool:
+    """Whether a block FMA's promotion, ``O + S`` rounded to nearest even in ``prom`` (O a value
+    of prom, S of the accumulator), may be the float64 sum rounded by ``round_fast``."""
+    return bool(fast_round_ok(prom.record)) and reduce.plain_add_innocuous(
+        acc.precision, prom.precision, prom.emax, prom.emin - prom.man_bits, acc.emax,
+        acc.emin - acc.man_bits,
     )  # fmt: skip
 
 

@@ -58,7 +58,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from . import nearest_float, reduce, reduce_fast, scalar, scalar_ops
+from . import block_fast, nearest_float, reduce, reduce_fast, scalar, scalar_ops
 from .record import FLOAT64, FormatRecord, unflatten
 
 BLOCK = 16384  # elements per parallel task (elementwise kernels)
@@ -470,6 +470,14 @@ def _rows_block(A, BF, PB, C, out, P, r0, r1):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _rows_block_fused(A, BF, PB, C, out, P, r0, r1):
+    W = np.empty((reduce.NW, max(min(out.shape[2], block_fast.TILE), 1)))
+    n = out.shape[1]
+    for r in range(r0, r1):
+        block_fast.fused_row(A, BF, PB, C, out, r // n, r % n, W, P)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _rows_general(A, B, out, P, r0, r1):
     m = out.shape[2]
     K = A.shape[2]
@@ -519,7 +527,8 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
     fast = reduce.fast_kind(P)
     if P[reduce.I_ORDER] == reduce.BLOCK:
         BF, PB = reduce.block_operand(B, P)  # B's part of the alignment, once for all rows
-        _run_rows(_rows_block, (A, BF, PB, C, out, P), nrows, work)
+        kernel = _rows_block_fused if block_fast.fused_ok(P) else _rows_block
+        _run_rows(kernel, (A, BF, PB, C, out, P), nrows, work)
     elif fast == 4:
         # float32 lanes: the parameters guarantee that float32 holds the inputs exactly.
         A32 = np.ascontiguousarray(A, dtype=np.float32)

@@ -123,7 +123,8 @@ I_RECORD = I_MODE + 21  # log every accumulator step (the trace)
 I_HAS_C = I_MODE + 22  # block FMA: the accumulator starts at C[b, i, j] (D = A B + C), not +0
 I_FAST_STOCH = I_MODE + 23  # sequential stochastic rounding may take its fast form
 I_LANES32 = I_MODE + 24  # the float32-lane kernel that runs it (a lanes32 kind), 0 none
-NPARAMS = I_MODE + 25
+I_PROM_FAST = I_MODE + 25  # block FMA: the promotion may be the float64 sum + round_fast (CPU)
+NPARAMS = I_MODE + 26
 
 
 def pack_params(acc, out, mode, subnormals, saturate, seed, order, rounded, unit_b, fast_add=0,
@@ -132,7 +133,7 @@ def pack_params(acc, out, mode, subnormals, saturate, seed, order, rounded, unit
     """The parameter array P (int64). ``acc``, ``out``: FormatRecords. ``block``: None, or a dict
     of the block FMA's parameters (``prom`` a FormatRecord, ``n``, ``align``, ``align_mode``,
     ``bmode``, ``bfast``, ``normalize``, ``min_exp``, ``in_subn``, ``acc_subn``,
-    ``promote``, ``in_emin``, ``c_emin``)."""
+    ``promote``, ``in_emin``, ``c_emin``, ``prom_fast``)."""
     b = block or {}
     prom = b.get("prom", acc)
     head = [int(v) for v in tuple(acc) + tuple(out) + tuple(prom)]
@@ -141,7 +142,7 @@ def pack_params(acc, out, mode, subnormals, saturate, seed, order, rounded, unit
             b.get("bfast", 0), b.get("normalize", 0), b.get("min_exp", -100000),
             b.get("in_subn", 1), b.get("acc_subn", 1), b.get("promote", 0),
             b.get("in_emin", -1022), b.get("c_emin", -1022), int(record), int(has_c),
-            fast_stoch, lanes32]  # fmt: skip
+            fast_stoch, lanes32, b.get("prom_fast", 0)]  # fmt: skip
     p = np.array(head + [int(v) for v in rest], dtype=np.int64)
     assert p.size == NPARAMS
     return p
@@ -426,7 +427,8 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
 
     ``pre`` (the CPU): B's values come already flushed (:func:`flush_input`) and ``PB`` holds
     their :func:`input_pow2`, computed once for all rows; the plain loops then read them.
-    Otherwise (CUDA, the trace) ``PB`` is unused.
+    Otherwise (CUDA, the trace) ``PB`` is unused. (The CPU runs the presets and most models in
+    the fused form of :mod:`fpsim.kernels.block_fast` instead, the same steps regrouped.)
 
     ``P[I_ALIGN] = -1`` is exact alignment (one term per block): ``c + p`` correctly rounded.
     The aligned sum is an integer below 2^53 (checked on the host), and every scaling is by a
@@ -452,19 +454,8 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
     normalize = P[I_NORMALIZE] == 1
     nearest_align = P[I_ALIGN_MODE] == 1
     bmode = P[I_BMODE]
-    bfast = P[I_BFAST] == 1
-    promote = P[I_PROMOTE]
-    two_in_emin = bits_to_float64((P[I_IN_EMIN] + 1023) << 52)
-    two_c_emin = bits_to_float64((P[I_C_EMIN] + 1023) << 52)
-    e_start = bits_to_float64((max(P[I_MIN_EXP], F - 1022) + 1023) << 52)
-    two_f = bits_to_float64((F + 1023) << 52) if F >= 0 else 1.0
-    two_mf = bits_to_float64((1023 - F) << 52) if F >= 0 else 1.0
-    acc_min_normal = bits_to_float64((1 - acc.bias + 1023) << 52)
-    top = bits_to_float64((emax_of(acc) + 1 + 1023) << 52)
-    kb = fast_round_constants(acc, acc_subn, 0)
-    for j in range(m):
-        S[j] = C[bi, i, j0 + j] if P[I_HAS_C] == 1 else 0.0
-        O[j] = 0.0
+    two_in_emin, two_f, kb, top = block_constants(P, acc)
+    block_init(C, P, bi, i, j0, m, S, O)
     nblk = 0
     for k0 in range(0, K, n):
         k1 = min(k0 + n, K)
@@ -480,14 +471,7 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
             # 1. The accumulator's part: flushed when subnormal (if the model flushes), its
             #    exponent (that of c read in the datapath's binary32-like format), and the
             #    starting values of the block's largest exponent and plain sum.
-            flush_c = acc_subn == 0
-            for j in range(m):
-                c = S[j]
-                c = math.copysign(0.0, c) if flush_c & (abs(c) < acc_min_normal) else c
-                S[j] = c
-                pc = 0.0 if c == 0.0 else max(pow2_of(c), two_c_emin)
-                E[j] = max(pc, e_start)
-                PS[j] = c
+            block_start(P, acc, S, E, PS, m)
             # The products' exponents: 2^(e_a + e_b), or the product's own.
             for k in range(k0, k1):
                 a = flush_input(A[bi, i, k], keep_sub, two_in_emin)
@@ -498,7 +482,7 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
                         p = a * b
                         if rounded:
                             p = round_value(p, acc, NEAREST_EVEN, 1, 0, 0)
-                            pe = 0.0 if p == 0.0 else max(pow2_of(p), two_c_emin)
+                            pe = 0.0 if p == 0.0 else max(pow2_of(p), c_emin_pow2(P))
                         elif unit:
                             pe = pa  # a single operand: |a| < 2 pa, nothing to normalise
                         else:
@@ -520,11 +504,7 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
                                         two_in_emin)  # fmt: skip
                         E[j] = max(E[j], pa * pb)
             # 2. Align: every magnitude in units of 2^(E - F), cut to an integer; c first.
-            for j in range(m):
-                SC[j] = inv_pow2_of(E[j]) * two_f
-                c = S[j]
-                u = abs(c) * SC[j]
-                X[j] = math.copysign(rint_f64(u) if nearest_align else trunc_f64(u), c)
+            align_start(S, E, X, SC, m, two_f, nearest_align)
             # 3. Add the aligned products, exactly; keep their plain sum for inf/NaN and zeros.
             #    (X goes wrong for inf/NaN terms, but their plain sum then decides the result.)
             for k in range(k0, k1):
@@ -556,32 +536,125 @@ def block_reduce(A, B, C, P, acc, prom, bi, i, j0, m, W, base0, stride, PB, pre)
                         p = a * flush_input(B[bi, k, j0 + j], keep_sub, two_in_emin)
                         PS[j] += p
                         X[j] += math.copysign(trunc_f64(abs(p) * SC[j]), p)
-            # 4. One rounding into the accumulator (event 2 * block + 1); the common modes in
-            #    branch-free loops.
-            if bfast and bmode == TOWARD_ZERO:
-                for j in range(m):
-                    v = X[j] * (E[j] * two_mf)
-                    r = round_fast_toward_zero(v, kb)
-                    S[j] = block_special(r, v, X[j], PS[j], bmode, top)
-            elif bfast and bmode == NEAREST_EVEN:
-                for j in range(m):
-                    v = X[j] * (E[j] * two_mf)
-                    r = round_fast_nearest_even(v, kb)
-                    S[j] = block_special(r, v, X[j], PS[j], bmode, top)
-            else:
-                for j in range(m):
-                    rand = block_rand(P, base0 + j * stride, 2 * nblk + 1)
-                    S[j] = block_round(bmode, acc, X[j], E[j], PS[j], F, rand, bfast, kb, top,
-                                       acc_subn)  # fmt: skip
+            # 4. One rounding into the accumulator (event 2 * block + 1).
+            block_finish(P, acc, S, X, E, PS, m, base0, stride, nblk, kb, top)
         nblk += 1
         # 5. Promotion of the partial sum to the wider format, every P[I_PROMOTE] terms.
-        if promote > 0 and (k1 % promote == 0 or k1 == K):
-            for j in range(m):
-                O[j] = add_rounded(O[j], S[j], prom, NEAREST_EVEN, 1, 0, 0)
-                S[j] = 0.0
-    if promote == 0:
+        promote_lanes(P, prom, S, O, m, k1, K)
+    if P[I_PROMOTE] == 0:
         for j in range(m):
             O[j] = S[j]
+
+
+# The steps of block_reduce that do not read the products, shared with the CPU's fused form
+# (fpsim.kernels.block_fast).
+@register_jitable
+def block_constants(P, acc):
+    """(2^in_emin, 2^F, the round_fast constants of the accumulator, 2^(emax + 1) of it)."""
+    F = P[I_ALIGN]
+    two_in_emin = bits_to_float64((P[I_IN_EMIN] + 1023) << 52)
+    two_f = bits_to_float64((F + 1023) << 52) if F >= 0 else 1.0
+    kb = fast_round_constants(acc, P[I_ACC_SUBN], 0)
+    top = bits_to_float64((emax_of(acc) + 1 + 1023) << 52)
+    return two_in_emin, two_f, kb, top
+
+
+@register_jitable
+def c_emin_pow2(P):
+    """2^(the accumulator's lowest binade, as the datapath reads it)."""
+    return bits_to_float64((P[I_C_EMIN] + 1023) << 52)
+
+
+@register_jitable
+def e_start_of(P):
+    """The least 2^E of a block: 2^min_exp, and at least 2^(F - 1022) (the scale 2^(F - E)
+    stays a normal float64)."""
+    return bits_to_float64((max(P[I_MIN_EXP], P[I_ALIGN] - 1022) + 1023) << 52)
+
+
+@register_jitable
+def block_init(C, P, bi, i, j0, m, S, O):
+    """The accumulators' start (+0, or ``C[bi, i, j]``) and the promoted sums' (+0)."""
+    for j in range(m):
+        S[j] = C[bi, i, j0 + j] if P[I_HAS_C] == 1 else 0.0
+        O[j] = 0.0
+
+
+@register_jitable
+def block_start(P, acc, S, E, PS, m):
+    """Step 1, the accumulator's part: c flushed when subnormal (if the model flushes), its
+    exponent (that of c read in the datapath's binary32-like format), and the starting values
+    of the block's largest exponent ``E`` (at least 2^min_exp) and plain sum ``PS``."""
+    flush_c = P[I_ACC_SUBN] == 0
+    acc_min_normal = bits_to_float64((1 - acc.bias + 1023) << 52)
+    two_c_emin = c_emin_pow2(P)
+    e_start = e_start_of(P)
+    if flush_c:
+        for j in range(m):
+            c = S[j]
+            S[j] = math.copysign(0.0, c) if abs(c) < acc_min_normal else c
+    # (S is not stored in the loop below: a store of S[j] or its flushed value would be a
+    # masked store, a dozen cycles on some x86 cores.)
+    for j in range(m):
+        c = S[j]
+        pc = 0.0 if c == 0.0 else max(pow2_of(c), two_c_emin)
+        E[j] = max(pc, e_start)
+        PS[j] = c
+
+
+@register_jitable
+def align_start(S, E, X, SC, m, two_f, nearest_align):
+    """Step 2, the accumulator's part: ``SC = 2^(F - E)``, and ``X`` = c in units of 2^(E - F),
+    cut to an integer (truncated, or rounded to nearest even)."""
+    for j in range(m):
+        SC[j] = inv_pow2_of(E[j]) * two_f
+        c = S[j]
+        u = abs(c) * SC[j]
+        X[j] = math.copysign(rint_f64(u) if nearest_align else trunc_f64(u), c)
+
+
+@register_jitable
+def block_finish(P, acc, S, X, E, PS, m, base0, stride, nblk, kb, top):
+    """Step 4: ``S[j]`` = the aligned block sum rounded once into the accumulator (event
+    2 * nblk + 1; see :func:`block_round`), the common modes in branch-free loops."""
+    bmode = P[I_BMODE]
+    bfast = P[I_BFAST] == 1
+    F = P[I_ALIGN]
+    acc_subn = P[I_ACC_SUBN]
+    two_mf = bits_to_float64((1023 - F) << 52)
+    if bfast and bmode == TOWARD_ZERO:
+        for j in range(m):
+            v = X[j] * (E[j] * two_mf)
+            r = round_fast_toward_zero(v, kb)
+            S[j] = block_special(r, v, X[j], PS[j], bmode, top)
+    elif bfast and bmode == NEAREST_EVEN:
+        finish_nearest_lanes(S, X, E, PS, m, two_mf, kb, top)
+    else:
+        for j in range(m):
+            rand = block_rand(P, base0 + j * stride, 2 * nblk + 1)
+            S[j] = block_round(bmode, acc, X[j], E[j], PS[j], F, rand, bfast, kb, top,
+                               acc_subn)  # fmt: skip
+
+
+@register_jitable
+def finish_nearest_lanes(S, X, E, PS, m, two_mf, kb, top):
+    """:func:`block_finish` rounding to nearest even with ``round_fast`` (``two_mf`` = 2^-F)."""
+    for j in range(m):
+        v = X[j] * (E[j] * two_mf)
+        r = round_fast_nearest_even(v, kb)
+        S[j] = block_special(r, v, X[j], PS[j], NEAREST_EVEN, top)
+
+
+@register_jitable
+def promote_lanes(P, prom, S, O, m, k1, K):
+    """Step 5, after the block ending at term k1: every ``P[I_PROMOTE]`` terms and at the end,
+    ``O += S`` rounded to nearest even in ``prom`` and S restarts at +0 (without promotion
+    the caller sets O = S at the end)."""
+    promote = P[I_PROMOTE]
+    if promote > 0 and (k1 % promote == 0 or k1 == K):
+        for j in range(m):
+            O[j] = add_rounded(O[j], S[j], prom, NEAREST_EVEN, 1, 0, 0)
+            S[j] = 0.0
 
 
 # ---- one row of the result ---------------------------------------------------------------------
@@ -610,13 +683,20 @@ def round_out(out, R, bi, i, j0, m, P, base0, stride, K):
     outf = unflatten(P, I_OUT)
     mode = P[I_MODE]
     if P[I_FAST_OUT] == 1:
-        ko = fast_round_constants(outf, P[I_SUBN], P[I_SAT])
-        for j in range(m):
-            out[bi, i, j0 + j] = round_fast(R[j], mode, ko)
+        round_out_fast(out, R, bi, i, j0, m, P)
     else:
         for j in range(m):
             rand = rand_for(P, base0 + j * stride, 2 * K)
             out[bi, i, j0 + j] = round_value(R[j], outf, mode, P[I_SUBN], P[I_SAT], rand)
+
+
+@register_jitable
+def round_out_fast(out, R, bi, i, j0, m, P):
+    """:func:`round_out` where ``P[I_FAST_OUT]`` allows ``round_fast`` (a deterministic mode)."""
+    ko = fast_round_constants(unflatten(P, I_OUT), P[I_SUBN], P[I_SAT])
+    mode = P[I_MODE]
+    for j in range(m):
+        out[bi, i, j0 + j] = round_fast(R[j], mode, ko)
 
 
 @register_jitable
@@ -680,7 +760,8 @@ def reduce_row(A, B, C, out, bi, i, j0, m, W, ST, LOG, P):
 
     The CUDA kernel and :func:`fpsim.arith.trace_sum` run this (with the general form of every
     step); the CPU calls ``reduce_fast``'s ``nearest_row``, ``directed_row`` or
-    ``stochastic_row``, or :func:`general_row` or :func:`block_row_pre` directly, so that each
+    ``stochastic_row``, ``block_fast.fused_row``, or :func:`general_row` or
+    :func:`block_row_pre` directly, so that each
     of its kernels compiles only what it runs -- the same steps, in their fast forms where
     :func:`fast_kind` allows.
     """
