@@ -597,9 +597,18 @@ def _check_tricky_lanes(acc, mode, a, b):
     tricky = 0
     for j in range(b.shape[1]):
         terms = [Fraction(a[0, 0]) * Fraction(b[0, j]), Fraction(a[0, 1]) * Fraction(b[1, j])]
-        want = reduce_reference(terms, acc, "fp32", mode=mode)
-        if terms[0] + terms[1] == 0 and terms[0] != 0:  # IEEE: an exact zero sum of opposite
-            want = -0.0 if mode == "down" else 0.0  # terms is -0 in round-down, else +0
+        # the first term is a value of acc (exact); the second step's rounding, with its sign
+        # (reduce_reference's Fractions would lose the sign of a zero result), is the result:
+        # fp16 and bf16 values are fp32 values
+        v = terms[0] + terms[1]
+        if v != 0:
+            want = round_rational(v, acc, mode)
+        elif terms[0] != 0 or terms[1] != 0:  # IEEE: an exact zero sum of opposite terms is
+            want = -0.0 if mode == "down" else 0.0  # -0 in round-down, else +0
+        else:  # two zeros: -0 only for two -0s, or in round-down for any -0
+            neg = [math.copysign(1.0, float(b[0, j])) < 0,
+                   math.copysign(1.0, float(a[0, 1] * b[1, j])) < 0]  # fmt: skip
+            want = -0.0 if (any(neg) if mode == "down" else all(neg)) else 0.0
         assert same_bits(got[0, j], want), (j, b[:, j], got[0, j], want)
         x = float(np.float32(b[0, j]) + np.float32(a[0, 1]) * np.float32(b[1, j]))  # float32's
         up, down = (fpsim.round_to(x, acc, rounding=r) for r in ("up", "down"))
@@ -818,3 +827,50 @@ def test_fast_stochastic_equals_general_and_exact(acc, f, n, K, m, scale, subn, 
                 if math.isinf(want):  # an overflowed sum into the output format (reduce_reference
                     want = _special(want, fmt(out_f), False)  # keeps it as it is)
                 assert got[i, j] == want or (math.isnan(got[i, j]) and math.isnan(want))
+
+
+_CACHE_SCRIPT = """
+import sys, numpy as np
+from fpsim import arith
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+for acc, mode in (m.split(":") for m in sys.argv[3:]):
+    r = arith.matmul(a, b, "fp16", acc=acc, order="sequential", rounding=mode, out_fmt="fp32")
+    print(acc, mode, r.astype(np.float64).tobytes().hex())
+"""
+
+
+def test_lanes32_kinds_compiled_in_different_processes_stay_apart(tmp_path):
+    """numba names a compiled function by its qualified name and a per-process counter, so the
+    kinds' closures compiled by different processes into one on-disk cache once got the same
+    symbols: a process loading several kernels from the cache then ran one kind's code for
+    another (round-up giving toward-zero results). Each kind compiled alone in its own process,
+    then all loaded together from that cache, must give the exact sequential sums."""
+    import os
+    import subprocess
+
+    kinds = ["fp16:up", "fp16:toward_zero", "bf16:down"]
+    if not lanes32.f16c_modes():
+        kinds = ["bf16:up", "bf16:toward_zero", "bf16:down"]
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal((2, 60)) * 8).astype(np.float16).astype(np.float32)
+    b = (rng.standard_normal((60, 9)) * 8).astype(np.float16).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+
+    def run(*args):
+        env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+        out = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT, str(tmp_path / "a.npy"),
+                              str(tmp_path / "b.npy"), *args], env=env, capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+        return {tuple(line.split()[:2]): line.split()[2] for line in out.splitlines()}
+
+    for k in kinds:  # each kind compiled alone, into the one cache
+        run(k)
+    together = run(*reversed(kinds))  # all of them loaded from it
+    for k in kinds:
+        acc, mode = k.split(":")
+        got = np.frombuffer(bytes.fromhex(together[acc, mode]), np.float64).reshape(2, 9)
+        for i in range(2):
+            for j in range(9):
+                terms = [Fraction(float(a[i, q])) * Fraction(float(b[q, j])) for q in range(60)]
+                assert got[i, j] == reduce_reference(terms, acc, "fp32", mode=mode), (k, i, j)

@@ -42,7 +42,12 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, register_jitable
 
-from .fastround import round_fast
+from .fastround import (
+    round_fast_down,
+    round_fast_nearest_even,
+    round_fast_toward_zero,
+    round_fast_up,
+)
 from .scalar import DOWN, NEAREST_EVEN, TOWARD_ZERO, UP
 
 # Kinds (lanes32_kind): the accumulator (FP32, FP16, BF16) plus 4 x the mode's slot (0 nearest
@@ -255,9 +260,12 @@ def _vec_step_codegen(kind: int):
             # fp16 normal (|x| >= 2^-14): its grid is the float32 patterns ending in 13 zero
             # bits, its midpoints those ending in 0x1000; below, every nonzero x is flagged
             low = builder.and_(ab, splat(0x1FFF))
-            normal = builder.icmp_unsigned(">=", ab, splat(0x38800000))
-            tiny = builder.and_(builder.not_(normal), builder.icmp_unsigned("!=", ab, splat(0)))
-            key = eq(low, 0x1000) if mode == NEAREST_EVEN else builder.and_(eq(low, 0), normal)
+            # 0 < ab < 0x38800000 in one unsigned comparison (ab = 0 wraps to the top)
+            tiny = builder.icmp_unsigned("<", builder.sub(ab, splat(1)), splat(0x387FFFFF))
+            if mode == NEAREST_EVEN:
+                key = eq(low, 0x1000)
+            else:  # (ab has no sign bit: a signed comparison, one instruction on AVX2)
+                key = builder.and_(eq(low, 0), builder.icmp_signed(">=", ab, splat(0x38800000)))
             flag = builder.or_(key, tiny)
         else:
             r = _bf16_bits(builder, x, mode)
@@ -313,15 +321,29 @@ def add_odd_f32(s, t):
 
 def _row_of_kind(kind: int):
     """The rows function for one kind, ``kind`` a constant of its code: each kernel then compiles
-    only its own loops (the others are dead code the compiler drops before vectorising)."""
+    only its own loops (the others are dead code the compiler drops before vectorising).
+
+    Each kind's functions get their own qualified names (``..._k6``): numba names a compiled
+    function by its qualified name and a counter of the process that compiled it, so two kinds'
+    closures compiled in two processes could get the same symbol, and a process loading both
+    kernels from the on-disk cache would run one kind's code for the other (seen: round-up
+    matmuls giving toward-zero results)."""
+
+    def jit(fn):
+        fn.__qualname__ = f"{fn.__qualname__}_k{kind}"
+        return register_jitable(fn)
+
     acc, mode = acc_of(kind), mode_of(kind)
     if acc == FP16:
         rounded = round_f32_to_f16 if mode == NEAREST_EVEN else ROUND_ACC[(FP16, mode)]
     else:  # (FP32 rounds nothing; the name must still be bound for the compiler)
         rounded = ROUND_ACC[(BF16, mode)]
     step8 = STEP8.get(kind, STEP8[FP16])
+    # the final rounding's own function (``round_fast(v, mode, k)`` would compile every mode)
+    round_out = {NEAREST_EVEN: round_fast_nearest_even, TOWARD_ZERO: round_fast_toward_zero,
+                 UP: round_fast_up, DOWN: round_fast_down}[mode]  # fmt: skip
 
-    @register_jitable
+    @jit
     def first(D, a, Bk, n):
         """``D[j] = acc(a * Bk[j])``: each lane's first term (exact) rounded alone."""
         if acc == FP32:
@@ -331,7 +353,7 @@ def _row_of_kind(kind: int):
             for j in range(n):
                 D[j] = rounded(a * Bk[j])
 
-    @register_jitable
+    @jit
     def redo(s, t):
         """``acc(s + t)`` from the sum rounded to odd in float32 (one correct rounding in any
         mode, Boldo & Melquiond), with round-down's -0 for an exact zero sum."""
@@ -340,7 +362,7 @@ def _row_of_kind(kind: int):
             r = -((-s) + (-t))
         return r
 
-    @register_jitable
+    @jit
     def steps(S, D, Ar, B, bi, j0, n, unit):
         """For k = 1, 2, ...: ``S[j] = acc(S[j] + Ar[k] * B[bi, k, j0 + j])`` for every lane (a
         sum, ``unit``: ``+ Ar[k]``), ``D`` the work row the steps alternate with. Returns the
@@ -376,13 +398,13 @@ def _row_of_kind(kind: int):
             S, D = D, S  # (in place, the compiler's overlap test would take its scalar loop)
         return S
 
-    @register_jitable
+    @jit
     def row(A, B, out, bi, i, j0, m, W, KO, unit):
         """``out[bi, i, j0 + j]`` for j < m: the sequential reduction of lane j's terms
         ``A[bi, i, k] * B[bi, k, j0 + j]`` (a sum, ``unit``: ``A[bi, i, k]``) with float32
         lanes in the kind's mode, then one rounding to the output format
-        (``fastround.round_fast`` with the constants ``KO``, an array: no format records to
-        compile). ``A``, ``B``: float32; ``W``: float32 work, (3, >= m)."""
+        (``fastround``'s rounding in the mode, with the constants ``KO``, an array: no format
+        records to compile). ``A``, ``B``: float32; ``W``: float32 work, (3, >= m)."""
         K = A.shape[2]
         Ar = A[bi, i]
         W[2, 0] = 1.0  # a sum's "B": every term times 1 (exact)
@@ -393,9 +415,9 @@ def _row_of_kind(kind: int):
         S = steps(S, D, Ar, B, bi, j0, m, unit)
         o = out[bi, i, j0:j0 + m]
         for j in range(m):
-            o[j] = round_fast(np.float64(S[j]) if K > 0 else 0.0, mode, KO)
+            o[j] = round_out(np.float64(S[j]) if K > 0 else 0.0, KO)
 
-    @register_jitable
+    @jit
     def rows(A, B, out, KO, unit, r0, r1):
         """Rows ``r0 <= r < r1`` of the result (row r: ``out[r // n, r % n, :]``), in tiles of
         1024 lanes (all rows of the range on a tile before the next)."""
