@@ -462,6 +462,41 @@ def test_fast_nearest_sequential_equals_general_and_exact(acc, f, n, K, m, scale
                 assert got[i, j] == want or (math.isnan(got[i, j]) and math.isnan(want))
 
 
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["fp16", "fp16", "bf16", "bf16", "fp32"]), st.sampled_from(INS),
+       st.sampled_from(["toward_zero", "up", "down", "nearest_away"]), st.integers(0, 50),
+       st.integers(1, 30), st.integers(-12, 12), st.sampled_from([(1, 0)] * 3 + [(0, 0), (1, 1)]),
+       st.sampled_from([np.float32, np.float64]), st.integers(0, 2**31))  # fmt: skip
+def test_fast_directed_sequential_equals_general(acc, f, mode, K, m, scale, flags, container,
+                                                 seed):  # fmt: skip
+    """The directed modes (and ties-away) on random values: float32 lanes where they apply
+    (fp16/bf16 accumulators, subnormals kept, no saturation, terms float32 holds: the draws
+    lean that way), the float64 directed kernel elsewhere, each bit for bit against the
+    general path."""
+    subn, sat = flags
+    rng = np.random.default_rng(seed)
+    a = _values(f, rng, (2, K), scale)
+    b = _values(f, rng, (K, m), 0)
+    if K and rng.random() < 0.2:
+        a[0, rng.integers(0, K)] = rng.choice([np.inf, -np.inf, np.nan] if fmt(f).has_inf
+                                              else [np.nan])  # fmt: skip
+    code = fpsim.ROUNDING_MODES[mode]
+    P = list(_params(fmt(f), fmt(acc), fmt("fp32"), code, subn, sat, 0, reduce.SEQUENTIAL, 0,
+                     False, None, False))  # fmt: skip
+    F = fmt(f)
+    exact32 = 2 * F.precision <= 24 and 2 * (F.emin - F.man_bits) >= -149 and 2 * F.emax < 126
+    lanes = (acc != "fp32" and mode != "nearest_away" and subn and not sat and exact32
+             and (acc == "bf16" or lanes32.f16c_modes()))  # fmt: skip
+    assert reduce.fast_kind(np.array(P)) == (4 if lanes else 2)
+    got = arith.matmul(a.astype(container), b.astype(container), f, acc=acc, order="sequential",
+                       rounding=mode, out_fmt="fp32", subnormals=bool(subn),
+                       saturate=bool(sat))  # fmt: skip
+    P[reduce.I_FAST_ADD] = P[reduce.I_FAST_OUT] = P[reduce.I_LANES32] = 0
+    out = np.empty((1, 2, m))
+    arith_cpu.matmul(a.reshape(1, 2, K), b.reshape(1, K, m), out, tuple(P))
+    assert same_bits(got, out[0])
+
+
 @pytest.mark.parametrize("acc", ["fp16", "bf16", "fp32", "tf32"])
 @pytest.mark.parametrize("f", ["fp16", "bf16", "fp8_e4m3"])
 def test_fast_nearest_sum_and_tiles(acc, f):
