@@ -315,6 +315,25 @@ def _f32_probes(rng, n=200_000):
     return np.concatenate([x, -x])
 
 
+def test_lanes32_fp16_kernels_need_numba_to_compile_for_this_cpu(monkeypatch):
+    """With numba compiling for another CPU (NUMBA_CPU_NAME=generic, a portable cache) F16C's
+    instructions may not exist: the fp16 accumulators take the float64 kernels, never a
+    compile error inside LLVM. (bf16 needs no conversion instruction.)"""
+    from numba.core import config
+
+    lanes32.f16_native.cache_clear()
+    lanes32.f16c_modes.cache_clear()
+    try:
+        monkeypatch.setattr(config, "CPU_NAME", "generic")
+        assert not lanes32.f16_native() and not lanes32.f16c_modes()
+        assert lanes32.lanes32_kind("fp16", 22, -48, 31, True, False) == lanes32.NONE
+        assert lanes32.lanes32_kind("bf16", 22, -48, 31, True, False) == lanes32.BF16
+    finally:
+        monkeypatch.undo()
+        lanes32.f16_native.cache_clear()
+        lanes32.f16c_modes.cache_clear()
+
+
 def ml_bf16_max():
     return fpsim.get_format("bf16").max
 

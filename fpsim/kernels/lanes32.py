@@ -155,12 +155,17 @@ round_f32_to_bf16 = ROUND_ACC[(BF16, NEAREST_EVEN)]  # float32 -> bf16 (nearest 
 
 @functools.cache
 def f16_native() -> bool:
-    """Whether this CPU converts float32 <-> fp16 in hardware (x86 F16C, AArch64): otherwise
-    LLVM would call a library routine numba may not link."""
+    """Whether this CPU converts float32 <-> fp16 in hardware (x86 F16C, AArch64) and numba
+    compiles for it: otherwise LLVM would call a library routine numba may not link, or fail
+    to select F16C's instruction (numba told to compile for another CPU, ``NUMBA_CPU_NAME``,
+    e.g. ``generic`` for a portable cache: then the float64 kernels run)."""
     import platform
 
     from llvmlite import binding
+    from numba.core import config
 
+    if config.CPU_NAME not in (None, "host") or config.CPU_FEATURES is not None:
+        return False
     machine = platform.machine().lower()
     if machine in ("aarch64", "arm64"):
         return True
