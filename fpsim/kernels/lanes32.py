@@ -254,7 +254,10 @@ def _vec_step_codegen(kind: int):
         b = builder.load(ptr(signature.args[3], B), align=4)
         va = builder.insert_element(ir.Constant(v8f, None), a, ir.Constant(i32, 0))
         va = builder.shuffle_vector(va, va, ir.Constant(v8i, [0] * 8))
-        x = builder.fadd(s, builder.fmul(va, b))
+        # x = fl(s + a * b): the product is exact in float32, so one FMA gives it
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(v8f, [v8f, v8f, v8f]), "llvm.fma.v8f32")  # fmt: skip
+        x = builder.call(fma, [va, b, s])
         bits = builder.bitcast(x, v8i)
         ab = builder.and_(bits, splat(0x7FFFFFFF))
         if acc == FP16:
@@ -263,10 +266,12 @@ def _vec_step_codegen(kind: int):
             else:
                 r = _f16c(builder, x, _F16C_MODE[mode])
             # fp16 normal (|x| >= 2^-14): its grid is the float32 patterns ending in 13 zero
-            # bits, its midpoints those ending in 0x1000; below, every nonzero x is flagged
+            # bits, its midpoints those ending in 0x1000; below, every nonzero x is flagged:
+            # 0 < ab < 0x38800000 in one signed comparison after adding 2^31 - 1 (ab = 0 goes
+            # to the top, 1 to the bottom; AVX2 compares signed integers only)
             low = builder.and_(ab, splat(0x1FFF))
-            # 0 < ab < 0x38800000 in one unsigned comparison (ab = 0 wraps to the top)
-            tiny = builder.icmp_unsigned("<", builder.sub(ab, splat(1)), splat(0x387FFFFF))
+            tiny = builder.icmp_signed("<", builder.add(ab, splat(0x7FFFFFFF)),
+                                       splat(0x387FFFFF - 2**31))  # fmt: skip
             if mode == NEAREST_EVEN:
                 key = eq(low, 0x1000)
             else:  # (ab has no sign bit: a signed comparison, one instruction on AVX2)
@@ -368,7 +373,7 @@ def _row_of_kind(kind: int):
         return r
 
     @jit
-    def steps(S, D, Ar, B, bi, j0, n, unit):
+    def steps(S, D, Ar, B, bi, j0, n, unit, F):
         """For k = 1, 2, ...: ``S[j] = acc(S[j] + Ar[k] * B[bi, k, j0 + j])`` for every lane (a
         sum, ``unit``: ``+ Ar[k]``), ``D`` the work row the steps alternate with. Returns the
         row holding the result.
@@ -394,17 +399,27 @@ def _row_of_kind(kind: int):
                     for j in range(n):
                         D[j] = S[j] + a * Bk[j]
             else:
+                # the vectors first, their flags kept: with the redo in the same loop the
+                # compiler reloaded every constant on each pass (about a third slower)
+                flagged = 0
                 for j in range(0, n8, 8):
-                    if step8(S, D, a, Bk, j):
-                        for q in range(j, j + 8):
-                            D[q] = redo(S[q], a * Bk[q])
+                    f = step8(S, D, a, Bk, j)
+                    F[j >> 3] = f
+                    flagged |= f
+                if flagged:
+                    for j in range(0, n8, 8):
+                        f = F[j >> 3]
+                        if f:
+                            for q in range(8):
+                                if (f >> q) & 1:
+                                    D[j + q] = redo(S[j + q], a * Bk[j + q])
                 for j in range(n8, n):
                     D[j] = redo(S[j], a if unit else a * Bk[j])
             S, D = D, S  # (in place, the compiler's overlap test would take its scalar loop)
         return S
 
     @jit
-    def row(A, B, out, bi, i, j0, m, W, KO, unit):
+    def row(A, B, out, bi, i, j0, m, W, F, KO, unit):
         """``out[bi, i, j0 + j]`` for j < m: the sequential reduction of lane j's terms
         ``A[bi, i, k] * B[bi, k, j0 + j]`` (a sum, ``unit``: ``A[bi, i, k]``) with float32
         lanes in the kind's mode, then one rounding to the output format
@@ -417,7 +432,7 @@ def _row_of_kind(kind: int):
         D = W[1, :m]
         if K > 0:
             first(S, Ar[0], W[2, :1] if unit else B[bi, 0, j0:j0 + m], m)
-        S = steps(S, D, Ar, B, bi, j0, m, unit)
+        S = steps(S, D, Ar, B, bi, j0, m, unit, F)
         o = out[bi, i, j0:j0 + m]
         for j in range(m):
             o[j] = round_out(np.float64(S[j]) if K > 0 else 0.0, KO)
@@ -429,10 +444,11 @@ def _row_of_kind(kind: int):
         m = out.shape[2]
         jt = max(min(m, 1024), 1)
         W = np.empty((3, jt), np.float32)
+        F = np.empty(jt // 8 + 1, np.int32)  # the vectors' flags of a step
         n = out.shape[1]
         for j0 in range(0, m, jt):
             for r in range(r0, r1):
-                row(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, KO, unit)
+                row(A, B, out, r // n, r % n, j0, min(jt, m - j0), W, F, KO, unit)
 
     return rows
 
