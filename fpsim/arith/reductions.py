@@ -299,6 +299,15 @@ def _blas_reason(f, a_fmt, mode, subnormals, saturate, device, model) -> str | N
     return None
 
 
+def _batched(x: np.ndarray, batch: tuple, nb: int) -> np.ndarray:
+    """``x`` (..., r, c) broadcast to the batch shape, as a contiguous (nb, r, c) array: a view
+    of x where it already has that batch shape (a broadcast view is read-only, and the
+    kernels would copy it again)."""
+    if x.shape[:-2] != batch:
+        x = np.broadcast_to(x, batch + x.shape[-2:])
+    return np.ascontiguousarray(x).reshape((nb,) + x.shape[-2:])
+
+
 def _matmul_layout(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple]:
     """numpy matmul shapes: (..., n, K) @ (..., K, m), 1-D operands promoted then squeezed.
     Returns A (nb, n, K), B (nb, K, m) (contiguous) and the result's shape."""
@@ -317,10 +326,10 @@ def _matmul_layout(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
         raise ValueError(
             f"matmul: batch shapes {a2.shape[:-2]} and {b2.shape[:-2]} do not broadcast"
         ) from None
-    n, K, m = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    n, m = a2.shape[-2], b2.shape[-1]
     nb = math.prod(batch)  # explicit: reshape(-1, n, K) is ambiguous when n * K == 0
-    A = np.ascontiguousarray(np.broadcast_to(a2, batch + (n, K))).reshape(nb, n, K)
-    B = np.ascontiguousarray(np.broadcast_to(b2, batch + (K, m))).reshape(nb, K, m)
+    A = _batched(a2, batch, nb)
+    B = _batched(b2, batch, nb)
     shape = batch + ((n,) if a.ndim > 1 else ()) + ((m,) if b.ndim > 1 else ())
     return A, B, shape
 
