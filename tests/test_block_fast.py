@@ -258,3 +258,43 @@ def test_presets_at_the_tile_edge_and_ragged_k(name):
     for i in range(n):
         ref = block_fma_reference(A[i], B[:, m - 1], fin, model, 0.0, "fp32")
         assert same_bits(got[i, m - 1], ref)
+
+
+@pytest.mark.parametrize("case", ["flush", "overflow"])
+def test_toward_zero_flush_and_overflow(case):
+    """The lean rounding toward zero (``block_fast.finish_tz``) where its replacements act, on
+    inputs built to reach them: block sums in fp16's subnormal range into an fp16 accumulator
+    that flushes subnormals (+-0), and block sums of 2^16 and more into fp16 (the exponent
+    overflows: +-inf; 65504 + 14 stays max, toward zero). The general kernel and the exact
+    reference, bit for bit, with the signs of both kinds."""
+    model = BlockFMA(block=4, align_bits=12, rounding="toward_zero", acc="fp16",
+                     acc_subnormals=case != "flush")  # fmt: skip
+    if case == "flush":  # products 2^-24 ... 2^-15: block sums below fp16's 2^-14
+        a = np.ldexp(1.0, -np.array([[20, 20, 20, 20], [16, 18, 19, 20], [24, 22, 21, 17],
+                                      [15, 24, 24, 24]]))  # fmt: skip
+    else:  # 2^14 * 4 = 2^16 (overflows), and 65504 + 8 + 4 + 2 (past max, below 2^16)
+        a = np.array([[16384.0] * 4, [32768.0, 16384.0, 8192.0, 8192.0],
+                      [32768.0, 16384.0, 8192.0, 4096.0], [65504.0, 8.0, 4.0, 2.0]])  # fmt: skip
+    A = np.concatenate([a, -a])
+    B = np.ones((4, 3))
+    B[:, 1] = -1.0
+    B[3, 2] = 0.0  # (column 2: the last product zero)
+    fin = "fp16"
+    got, ran = run_and_kernel(arith.matmul, A, B, fin, accumulation=model, out_fmt="fp32")
+    assert ran == [arith_cpu._rows_block_fused]
+    n, K, m = A.shape[0], 4, 3
+    P = np.array(_params(fpsim.get_format(fin), model.acc, fpsim.get_format("fp32"), 0, 1, 0, 0,
+                         reduce.SEQUENTIAL, 0, False, model, True))  # fmt: skip
+    want = np.empty((1, n, m))
+    _general_rows(A.reshape(1, n, K), B.reshape(1, K, m), np.zeros((1, 1, 1)), want, P)
+    assert same_bits(got, want[0]), (got, want[0])
+    for i in range(n):
+        for j in range(m):
+            ref = block_fma_reference(A[i], B[:, j], fin, model, 0.0, "fp32")
+            assert same_bits(got[i, j], ref), (i, j, got[i, j], ref)
+    # the cases reached what they were built for
+    if case == "flush":
+        assert (got[:, :2] == 0.0).all()
+        assert not np.signbit(got[:4, 0]).any() and np.signbit(got[4:, 0]).all()
+    else:
+        assert np.isinf(got[[0, 1, 4, 5], :2]).all() and (np.abs(got[[3, 7], :2]) == 65504).all()

@@ -187,7 +187,7 @@ def tz_constants(F, kb):
 
 
 @register_jitable
-def finish_tz(x, e, ps, tzc, kb, top):
+def finish_tz(x, e, ps, tzc, kb, top, flush):
     """One lane of :func:`fpsim.kernels.reduce.block_finish` rounding toward zero with
     ``round_fast`` (``kb``: the accumulator's constants, ``tzc``: :func:`tz_constants`): the
     aligned sum ``v = x * 2^(E - F)`` (``e`` = 2^E) cut to the accumulator's grid, with the
@@ -196,22 +196,24 @@ def finish_tz(x, e, ps, tzc, kb, top):
     * the powers of two scaled by integer adds to their patterns (2^(E - F) >= 2^-1022 since
       E >= F - 1022; the binade p of v is clamped to the format's [emin, emax], and
       ``fast_round_ok`` with emax <= 1021 keeps 2^(m - p) and the quantum p 2^-m normal);
-    * the magnitude chosen first -- ``min(|y|, max)`` (a value past max: max, toward zero),
-      0 below the flush threshold ``kb[5]`` (0: none), inf when |v| >= 2^(emax + 1) (the
-      exponent overflows) -- and v's sign put on it once (``trunc(u) * q`` has v's sign, so
-      this is y itself where nothing was replaced);
+    * the cut ``trunc(v 2^(m - p)) 2^(p - m)`` keeps v's sign (truncation is odd), and so do
+      the steps after it: a value whose binade is 2^(emax + 1) or more becomes +-inf (the
+      exponent overflows: a multiply by inf, the cut value being nonzero there) and, where
+      ``flush`` (the accumulator flushes subnormals), one below the flush threshold ``kb[5]``
+      becomes +-0 (a multiply by 0). Below 2^(emax + 1) the cut never passes max: the fused
+      kernel takes IEEE-style accumulators only (``fast_round_ok``), whose max is the top of
+      the grid, so no clamp to max;
     * no test for an infinite or NaN v: the host bounds the terms, so x is inf or NaN only when
       a term is, and then ``ps`` is too, and is the result.
     """
     cf, _, kinv, km = tzc
     v = x * bits_to_float64(float64_to_bits(e) - cf)
-    p = min(max(pow2_of(v), kb[0]), kb[7])  # the binade, within the format's [emin, emax]
-    pb = float64_to_bits(p)
-    r = abs(trunc_f64(v * bits_to_float64(kinv - pb))) * bits_to_float64(pb - km)
-    r = min(r, kb[4])
-    r = 0.0 if r < kb[5] else r
-    r = math.inf if abs(v) >= top else r
-    y = math.copysign(r, v)
+    pv = pow2_of(v)
+    pb = float64_to_bits(min(max(pv, kb[0]), kb[7]))  # the binade, within [emin, emax]
+    y = trunc_f64(v * bits_to_float64(kinv - pb)) * bits_to_float64(pb - km)
+    y = y * (math.inf if pv >= top else 1.0)
+    if flush:
+        y = y * (0.0 if abs(y) < kb[5] else 1.0)
     y = (ps if ps == 0.0 else 0.0) if x == 0.0 else y  # exact zero: -0 only if all terms are
     return ps if (ps - ps) != 0.0 else y
 
@@ -243,14 +245,15 @@ def block4_tz(S, Ar, BF, PB, bi, k, t0, nl, keep_sub, two_in_emin, two_c_emin, e
         ps = (((c + p0) + p1) + p2) + p3
         x = (trunc_f64(c * sc) + trunc_f64(p0 * sc)) + trunc_f64(p1 * sc)
         x += trunc_f64(p2 * sc) + trunc_f64(p3 * sc)
-        S[j] = finish_tz(x, e, ps, tzc, kb, top)
+        S[j] = finish_tz(x, e, ps, tzc, kb, top, False)  # (quad: subnormals kept)
 
 
 @register_jitable
 def finish_tz_lanes(S, X, E, PS, m, tzc, kb, top):
     """``S[j]`` = lane j's block result rounded toward zero (:func:`finish_tz`)."""
+    flush = kb[5] != 0.0
     for j in range(m):
-        S[j] = finish_tz(X[j], E[j], PS[j], tzc, kb, top)
+        S[j] = finish_tz(X[j], E[j], PS[j], tzc, kb, top, flush)
 
 
 @register_jitable
