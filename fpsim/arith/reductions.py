@@ -187,7 +187,9 @@ def _reduce(A, B, P, C=None) -> np.ndarray:
     # the float32-lane kernel in float32 (which then holds the inputs exactly).
     dtype = np.float32 if reduce.fast_kind(np.asarray(P)) == 4 else np.float64
     A = kernel_array(A.astype(dtype, copy=False))
-    if B is not None:
+    if B is not None and P[reduce.I_ORDER] == reduce.BLOCK:
+        B = kernel_array(B)  # (read once, into the model's float64 operands, by the kernels)
+    elif B is not None:
         B = kernel_array(B.astype(dtype, copy=False))
     m = 1 if B is None else B.shape[2]
     out = np.empty((A.shape[0], A.shape[1], m), np.float64)

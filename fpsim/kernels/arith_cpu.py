@@ -461,6 +461,11 @@ def _rows_stochastic(A, B, out, P, r0, r1):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _block_operand(B, BF, PB, P):
+    reduce.block_operand(B, BF, PB, P)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _rows_block(A, BF, PB, C, out, P, r0, r1):
     m = out.shape[2]
     W = np.empty((reduce.NW, max(m, 1)))
@@ -513,7 +518,8 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
     steps of ``params`` (``reduce.pack_params``; see :mod:`fpsim.kernels.reduce`).
 
     ``A``: (nb, n, K), ``B``: (nb, K, m) or None (a sum: the terms are A's values), both
-    C-contiguous float64; ``out``: (nb, n, m) float64; ``C``: None or the (nb, n, m) float64
+    C-contiguous float64 (float32 where the parameters choose the float32-lane kernel, and B
+    float32 or float64 for a block FMA, whose kernels read it once into float64); ``out``: (nb, n, m) float64; ``C``: None or the (nb, n, m) float64
     starting accumulators of a block FMA model (``D = A B + C``). Every output element is
     reduced in its own fixed order, so the result does not depend on the thread count.
     """
@@ -526,7 +532,8 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
     work = nrows * A.shape[2] * max(out.shape[2], 1)
     fast = reduce.fast_kind(P)
     if P[reduce.I_ORDER] == reduce.BLOCK:
-        BF, PB = reduce.block_operand(B, P)  # B's part of the alignment, once for all rows
+        BF, PB = np.empty(B.shape), np.empty(B.shape)  # (B: float32 or float64)
+        _block_operand(B, BF, PB, P)  # B's part of the alignment, once for all rows
         kernel = _rows_block_fused if block_fast.fused_ok(P) else _rows_block
         _run_rows(kernel, (A, BF, PB, C, out, P), nrows, work)
     elif fast == 4:

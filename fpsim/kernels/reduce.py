@@ -738,17 +738,18 @@ def block_row_pre(A, BF, PB, C, out, bi, i, j0, m, W, P, pre):
     round_out(out, W[W_O], bi, i, j0, m, P, base0, stride, K)
 
 
-def block_operand(B: np.ndarray, P) -> tuple[np.ndarray, np.ndarray]:
-    """(BF, PB) for :func:`block_row_pre`, with numpy: B's values with subnormals read as zero
-    when the model flushes them (:func:`flush_input`), and 2^e of each for the alignment
-    (:func:`input_pow2`: 0 for zero, at least the inputs' lowest binade)."""
-    two_in_emin = math.ldexp(1.0, int(P[I_IN_EMIN]))
-    BF = B
-    if P[I_IN_SUBN] != 1:
-        BF = np.where(np.abs(B) < two_in_emin, np.copysign(0.0, B), B)
-    pow2 = (BF.view(np.int64) & np.int64(0x7FF0000000000000)).view(np.float64)
-    PB = np.where(BF == 0.0, 0.0, np.maximum(pow2, two_in_emin))
-    return np.ascontiguousarray(BF), PB
+@register_jitable
+def block_operand(B, BF, PB, P):
+    """``BF``, ``PB`` (B's shape) for :func:`block_row_pre`, once for all rows: B's values with
+    subnormals read as zero when the model flushes them (:func:`flush_input`), and 2^e of each
+    for the alignment (:func:`input_pow2`: 0 for zero, at least the inputs' lowest binade)."""
+    keep_sub = P[I_IN_SUBN] == 1
+    two_in_emin = bits_to_float64((P[I_IN_EMIN] + 1023) << 52)
+    b, bf, pb = B.reshape(-1), BF.reshape(-1), PB.reshape(-1)
+    for q in range(b.size):
+        v = flush_input(b[q], keep_sub, two_in_emin)
+        bf[q] = v
+        pb[q] = input_pow2(v, two_in_emin)
 
 
 @register_jitable
