@@ -40,6 +40,7 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic, register_jitable
 
 from .fastround import (
@@ -409,10 +410,10 @@ def _row_of_kind(kind: int):
                 if flagged:
                     for j in range(0, n8, 8):
                         f = F[j >> 3]
-                        if f:
-                            for q in range(8):
-                                if (f >> q) & 1:
-                                    D[j + q] = redo(S[j + q], a * Bk[j + q])
+                        while f:  # (over the set bits: a loop the compiler does not unroll)
+                            q = j + trailing_zeros(f)
+                            D[q] = redo(S[q], a * Bk[q])
+                            f &= f - 1
                 for j in range(n8, n):
                     D[j] = redo(S[j], a if unit else a * Bk[j])
             S, D = D, S  # (in place, the compiler's overlap test would take its scalar loop)
