@@ -519,9 +519,10 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
 
     ``A``: (nb, n, K), ``B``: (nb, K, m) or None (a sum: the terms are A's values), both
     C-contiguous float64 (float32 where the parameters choose the float32-lane kernel, and B
-    float32 or float64 for a block FMA, whose kernels read it once into float64); ``out``: (nb, n, m) float64; ``C``: None or the (nb, n, m) float64
-    starting accumulators of a block FMA model (``D = A B + C``). Every output element is
-    reduced in its own fixed order, so the result does not depend on the thread count.
+    float32 or float64 for a block FMA, whose kernels read it once into float64); ``out``:
+    (nb, n, m) float64; ``C``: None or the (nb, n, m) float64 starting accumulators of a
+    block FMA model (``D = A B + C``). Every output element is reduced in its own fixed
+    order, so the result does not depend on the thread count.
     """
     if B is None:
         B = np.ones((1, 1, 1))
