@@ -6,12 +6,13 @@ product: the largest exponent (a load and a store of ``E`` per product and lane)
 aligned sum (loads and stores of ``X`` and ``PS`` per product and lane). Here each pass over
 the lanes takes four products at once, so that the lanes' running values are read and written
 once per four products; a block of exactly four products rounded toward zero (V100, A100 TF32)
-is one pass, every lane's values in registers (:func:`block4_tz`); the rounding toward zero is
-written with fewer instructions (:func:`finish_tz`); the promotion is the float64 sum where
-that is exact (:func:`promote_plain`). The lanes go in tiles of :data:`TILE`. The accumulator's
-part of each step and the nearest-even rounding are the general form's own functions
-(``block_start``, ``align_start``, ``finish_nearest_lanes``). On a 2-core AVX2 machine this is
-compute-bound: about 20 vector instructions per lane and block of four.
+is one pass for the aligned sum and one for its rounding (:func:`block4_tz`); the rounding
+toward zero is written with fewer instructions (:func:`finish_tz`); the promotion is the
+float64 sum where that is exact (:func:`promote_plain`). The lanes go in tiles of
+:data:`TILE`. The accumulator's part of each step and the nearest-even rounding are the general
+form's own functions (``block_start``, ``align_start``, ``finish_nearest_lanes``). On a 2-core
+AVX2 machine this is bound by the instructions and their latency: about 60 vector
+instructions per four lanes and block of four.
 
 Why the result is the same, bit for bit: the largest exponent is a maximum (the order of the
 ``max`` does not matter for numbers); the aligned sum is a sum of integers below 2^53 (checked
@@ -219,15 +220,18 @@ def finish_tz(x, e, ps, tzc, kb, top, flush):
 
 
 @register_jitable
-def block4_tz(S, Ar, BF, PB, bi, k, t0, nl, keep_sub, two_in_emin, two_c_emin, e_start, tzc,
-              kb, top):  # fmt: skip
-    """A whole block of four products k .. k + 3 in one pass over the lanes, every lane's
-    values in registers: ``S[j]`` = the accumulator after the block, for the common case of
-    :func:`fused_row` (truncating alignment, the products' exponents not normalised, rounding
-    toward zero with ``round_fast``). The same steps as ``block_start``, :func:`exps_group`,
-    ``align_start``, :func:`sums_group` and :func:`finish_tz` in turn; the accumulator c is
-    cut like a product (``trunc(c * 2^(F - E))``: truncation is odd; the sign of a zero X
-    does not matter), and 2^(F - E) is formed from 2^E's pattern."""
+def block4_tz(S, X, E, PS, Ar, BF, PB, bi, k, t0, nl, keep_sub, two_in_emin, two_c_emin,
+              e_start, tzc, kb, top):  # fmt: skip
+    """A whole block of four products k .. k + 3 in two passes over the lanes: ``S[j]`` = the
+    accumulator after the block, for the common case of :func:`fused_row` (truncating
+    alignment, the products' exponents not normalised, rounding toward zero with
+    ``round_fast``). The same steps as ``block_start``, :func:`exps_group`, ``align_start``
+    and :func:`sums_group` in the first pass (into ``X``, ``E``, ``PS``), :func:`finish_tz`
+    in the second; the accumulator c is cut like a product (``trunc(c * 2^(F - E))``:
+    truncation is odd; the sign of a zero X does not matter), and 2^(F - E) is formed from
+    2^E's pattern. Two passes, not one: one lane's whole block is a chain of about twenty
+    dependent operations, longer than the core can overlap from one lane to the next (in one
+    pass the V100 model ran 6-10% slower, with every value in registers)."""
     sf = tzc[1]
     a0, a1, a2, a3 = group_inputs(Ar, k, keep_sub, two_in_emin)
     q0, q1, q2, q3 = group_pow2(a0, a1, a2, a3, two_in_emin)
@@ -245,7 +249,11 @@ def block4_tz(S, Ar, BF, PB, bi, k, t0, nl, keep_sub, two_in_emin, two_c_emin, e
         ps = (((c + p0) + p1) + p2) + p3
         x = (trunc_f64(c * sc) + trunc_f64(p0 * sc)) + trunc_f64(p1 * sc)
         x += trunc_f64(p2 * sc) + trunc_f64(p3 * sc)
-        S[j] = finish_tz(x, e, ps, tzc, kb, top, False)  # (quad: subnormals kept)
+        X[j] = x
+        E[j] = e
+        PS[j] = ps
+    for j in range(nl):
+        S[j] = finish_tz(X[j], E[j], PS[j], tzc, kb, top, False)  # (quad: subnormals kept)
 
 
 @register_jitable
@@ -304,8 +312,8 @@ def fused_row(A, BF, PB, C, out, bi, i, W, P):
         for k0 in range(0, K, n):
             k1 = min(k0 + n, K)
             if quad and k1 - k0 == GROUP:
-                block4_tz(S, Ar, BF, PB, bi, k0, t0, nl, keep_sub, two_in_emin, two_c_emin,
-                          e_start, tzc, kb, top)  # fmt: skip
+                block4_tz(S, X, E, PS, Ar, BF, PB, bi, k0, t0, nl, keep_sub, two_in_emin,
+                          two_c_emin, e_start, tzc, kb, top)  # fmt: skip
             else:
                 block_start(P, acc, S, E, PS, nl)
                 k = k0
