@@ -719,11 +719,12 @@ def _random_lanes(seed, base0, stride, n, r):
     L = np.empty(n, np.uint32)
     G0 = np.empty(n, np.uint32)
     GX = np.empty(n, np.uint32)
+    LO = np.empty(n, np.uint32)
     RH = np.empty(n)
     RL = np.empty(n)
     key_a, key_b = scalar.random62_keys(seed)
     random_lanes.index_words(base0, stride, n, key_b, L, G0, GX)
-    random_lanes.random_split(RH, RL, L, G0, GX, key_a, key_b, r, n)
+    random_lanes.random_split(RH, RL, L, G0, GX, LO, key_a, key_b, r, n)
     return RH, RL
 
 

@@ -454,7 +454,7 @@ def _rows_stochastic(A, B, out, P, r0, r1):
     m = out.shape[2]
     lanes = max(min(m, reduce_fast.LANES), 1)  # stochastic_row goes in tiles of LANES
     W = np.empty((5, lanes))
-    U = np.empty((3, lanes), np.uint32)
+    U = np.empty((4, lanes), np.uint32)
     n = out.shape[1]
     for r in range(r0, r1):
         reduce_fast.stochastic_row(A, B, out, r // n, r % n, 0, m, W, U, P)

@@ -232,7 +232,7 @@ def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
     :func:`stochastic_step` on float instructions; the few lanes whose float64 sum is not
     exact are redone with ``add_rounded`` and the same random bits. Event r of lane j uses
     ``random62(seed, event_base + r)`` as the general path does: the same results, bit for bit.
-    ``W``: float64 (>= 5, >= min(m, LANES)); ``U``: uint32 (>= 3, the same); 2K < 2^32."""
+    ``W``: float64 (>= 5, >= min(m, LANES)); ``U``: uint32 (>= 4, the same); 2K < 2^32."""
     acc = unflatten(P, I_ACC)
     outf = unflatten(P, I_OUT)
     kf = fast_round_constants(acc, P[I_SUBN], P[I_SAT])
@@ -256,17 +256,18 @@ def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
         L = U[0, :n]
         G0 = U[1, :n]
         GX = U[2, :n]
+        LO = U[3, :n]
         ONES[:] = 1.0
         index_words(base0, stride, n, key_b, L, G0, GX)
         if K > 0:  # the first term, rounded alone (event 1)
-            random_split(RH, RL, L, G0, GX, key_a, key_b, 1, n)
+            random_split(RH, RL, L, G0, GX, LO, key_a, key_b, 1, n)
             Bk = ONES if unit else B[bi, 0, t0:t0 + n]
             a = Ar[0]
             for j in range(n):
                 S[j] = round_fast_stochastic_split(a * Bk[j], RH[j], RL[j], kf)
         for k in range(1, K):
             r = 2 * k + 1
-            random_split(RH, RL, L, G0, GX, key_a, key_b, r, n)
+            random_split(RH, RL, L, G0, GX, LO, key_a, key_b, r, n)
             Bk = ONES if unit else B[bi, k, t0:t0 + n]
             a = Ar[k]
             if stochastic_step(D, S, a, Bk, RH, RL, n, kf):
@@ -280,7 +281,7 @@ def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
             S, D = D, S
         o = out[bi, i, t0:t0 + n]
         if fast_out:  # the final rounding (event 2K)
-            random_split(RH, RL, L, G0, GX, key_a, key_b, 2 * K, n)
+            random_split(RH, RL, L, G0, GX, LO, key_a, key_b, 2 * K, n)
             for j in range(n):
                 o[j] = round_fast_stochastic_split(S[j] if K > 0 else 0.0, RH[j], RL[j], ko)
         else:
