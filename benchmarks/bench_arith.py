@@ -59,11 +59,16 @@ def median_s(fn, repeat: int, warm_s: float = 0.3, min_s: float = 0.3) -> float:
     return statistics.median(times)
 
 
-def paired_median_s(fn_a, fn_b, repeat: int) -> tuple[float, float]:
+def paired_median_s(fn_a, fn_b, repeat: int, warm_s: float = 0.3) -> tuple[float, float]:
     """Medians of two functions timed alternately, so that both see the same machine state
-    (on a small, shared machine the thread pools of numba and of the BLAS disturb each other)."""
+    (on a small, shared machine the thread pools of numba and of the BLAS disturb each other),
+    after ``warm_s`` seconds of warm-up calls of both (see :func:`median_s`)."""
+    t_end = time.perf_counter() + warm_s
     fn_a()
     fn_b()
+    while time.perf_counter() < t_end:
+        fn_a()
+        fn_b()
     ta, tb = [], []
     for _ in range(repeat):
         t = time.perf_counter()
