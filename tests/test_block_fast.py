@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
-from numba import njit
 
 import fpsim
 from fpsim import arith
@@ -36,6 +35,7 @@ from fpsim.kernels import arith_cpu, block_fast, reduce, scalar
 from fpsim.kernels.fastround import fast_round_ok
 
 sys.path.insert(0, str(Path(__file__).parent))
+from arith_cases import fmt, general_block_rows, same_bits, small_values, values  # noqa: E402
 from arith_oracle import ALL_MODES, block_fma_reference  # noqa: E402
 
 IN_FORMATS = ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "tf32"]
@@ -43,25 +43,6 @@ ACC_FORMATS = ["fp32", "fp16", "bf16", "e8m13", "tf32", "fp8_e5m2"]
 PROM_FORMATS = ["fp32", "fp64", "bf16", "fp16", "e8m13"]
 LANES = [0, 1, 2, 3, 5, 8, 13, block_fast.TILE - 1, block_fast.TILE, block_fast.TILE + 1,
          block_fast.TILE + 3]  # fmt: skip
-
-
-def fmt(name):
-    return arith.E8M13 if name == "e8m13" else fpsim.get_format(name)
-
-
-def same_bits(a, b) -> bool:
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    return bool(((a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))).all())
-
-
-@njit(cache=False, error_model="numpy")
-def _general_rows(A, B, C, out, P):
-    """The general block FMA, one ``reduce.block_row`` per row (as CUDA and the trace)."""
-    W = np.empty((reduce.NW, max(out.shape[2], 1)))
-    for bi in range(out.shape[0]):
-        for i in range(out.shape[1]):
-            reduce.block_row(A, B, C, out, bi, i, 0, out.shape[2], W, P)
 
 
 @st.composite
@@ -87,26 +68,11 @@ def models(draw):
     )
 
 
-def values(f, n, rng, spread):
+def inputs(f, n, rng, spread):
     """n values of f: every exponent field equally likely (zeros of both signs, subnormals, the
     largest values, now and then inf or NaN), or (not ``spread``) moderate values whose bits
     meet and cancel in the blocks."""
-    f = fpsim.get_format(f)
-    if not spread:
-        x = rng.standard_normal(n) * np.exp2(rng.integers(-6, 6, n))
-        return np.asarray(fpsim.round_to(x, f), np.float64)
-    top = f.emax + f.bias
-    e = rng.integers(0, top + 1, n)
-    frac = rng.integers(0, 1 << f.man_bits, n)
-    sig = np.where(e == 0, frac, frac + (1 << f.man_bits))
-    v = np.ldexp(sig.astype(np.float64), np.maximum(e, 1) - f.bias - f.man_bits)
-    v = np.minimum(v, f.max) * np.where(rng.integers(0, 2, n) == 1, -1.0, 1.0)
-    if n:
-        r = rng.random(n)
-        v = np.where(r < 0.02, np.nan, v)
-        if f.has_inf:
-            v = np.where((r >= 0.02) & (r < 0.04), np.inf * np.sign(v + 0.5), v)
-    return v
+    return values(f, n, rng) if spread else small_values(f, n, rng)
 
 
 def run_and_kernel(fn, *args, **kw):
@@ -137,8 +103,8 @@ def run_and_kernel(fn, *args, **kw):
 def test_fused_block_fma_equals_general_and_exact(model, fin, n, K, m, mode, out, spread,
                                                   cancel, with_c, as_f32, zeros, seed):  # fmt: skip
     rng = np.random.default_rng(seed)
-    A = values(fin, n * K, rng, spread).reshape(n, K)
-    B = values(fin, K * m, rng, spread).reshape(K, m)
+    A = inputs(fin, n * K, rng, spread).reshape(n, K)
+    B = inputs(fin, K * m, rng, spread).reshape(K, m)
     if zeros:
         # mostly -0 in A (row 0 all -0), and B's even columns made positive: blocks whose products are all
         # -0 (an exact zero keeps -0 only then), and starting accumulators -0 below
@@ -153,7 +119,7 @@ def test_fused_block_fma_equals_general_and_exact(model, fin, n, K, m, mode, out
         B[h:2 * h] = B[:h]
     C = None
     if with_c:
-        C = np.asarray(fpsim.round_to(values(fin, n * m, rng, spread), model.acc), np.float64)
+        C = np.asarray(fpsim.round_to(inputs(fin, n * m, rng, spread), model.acc), np.float64)
         C = C.reshape(n, m)
         if zeros:
             C = np.where(rng.random((n, m)) < 0.5, -0.0, C)
@@ -187,7 +153,7 @@ def test_fused_block_fma_equals_general_and_exact(model, fin, n, K, m, mode, out
     assert not block_fast.fused_ok(P) or fused
     Cx = np.zeros((1, 1, 1)) if C is None else np.ascontiguousarray(C.reshape(1, n, m))
     want = np.empty((1, n, m))
-    _general_rows(A.reshape(1, n, K), np.ascontiguousarray(B.reshape(1, K, m)), Cx, want, P)
+    general_block_rows(A.reshape(1, n, K), np.ascontiguousarray(B.reshape(1, K, m)), Cx, want, P)
     assert same_bits(got, want[0]), (model, np.argwhere(~np.isclose(got, want[0])))
     # the exact reference, on a few elements (the last lanes of a tile among them)
     seed_v = _seed_for(seed, code, model)
@@ -243,8 +209,8 @@ def test_presets_at_the_tile_edge_and_ragged_k(name):
     fin = model.inputs[0] if model.inputs else "fp16"
     rng = np.random.default_rng(7)
     n, K, m = 2, 4 * model.block + 3, block_fast.TILE + 2
-    A = values(fin, n * K, rng, False).reshape(n, K)
-    B = values(fin, K * m, rng, False).reshape(K, m)
+    A = inputs(fin, n * K, rng, False).reshape(n, K)
+    B = inputs(fin, K * m, rng, False).reshape(K, m)
     A[1, 0] = -0.0
     B[1, 5] = math.nan
     got, ran = run_and_kernel(arith.matmul, A, B, fin, accumulation=model, out_fmt="fp32")
@@ -252,7 +218,7 @@ def test_presets_at_the_tile_edge_and_ragged_k(name):
     P = np.array(_params(fpsim.get_format(fin), model.acc, fpsim.get_format("fp32"), 0, 1, 0, 0,
                          reduce.SEQUENTIAL, 0, False, model, True))  # fmt: skip
     want = np.empty((1, n, m))
-    _general_rows(A.reshape(1, n, K), B.reshape(1, K, m), np.zeros((1, 1, 1)), want, P)
+    general_block_rows(A.reshape(1, n, K), B.reshape(1, K, m), np.zeros((1, 1, 1)), want, P)
     assert same_bits(got, want[0])
     assert np.isnan(got[:, 5]).all()
     for i in range(n):
@@ -286,7 +252,7 @@ def test_toward_zero_flush_and_overflow(case):
     P = np.array(_params(fpsim.get_format(fin), model.acc, fpsim.get_format("fp32"), 0, 1, 0, 0,
                          reduce.SEQUENTIAL, 0, False, model, True))  # fmt: skip
     want = np.empty((1, n, m))
-    _general_rows(A.reshape(1, n, K), B.reshape(1, K, m), np.zeros((1, 1, 1)), want, P)
+    general_block_rows(A.reshape(1, n, K), B.reshape(1, K, m), np.zeros((1, 1, 1)), want, P)
     assert same_bits(got, want[0]), (got, want[0])
     for i in range(n):
         for j in range(m):

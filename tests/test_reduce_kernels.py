@@ -24,21 +24,12 @@ from fpsim.arith.reductions import _params
 from fpsim.kernels import arith_cpu, fastround, lanes32, random_lanes, reduce, reduce_fast, scalar
 
 sys.path.insert(0, str(Path(__file__).parent))
+from arith_cases import fmt, general_block_rows, same_bits  # noqa: E402
 from arith_oracle import MODES, _special, reduce_reference, round_rational  # noqa: E402
 
 FAST_FORMATS = ["fp16", "bf16", "fp32", "tf32", "fp8_e5m2", "e8m13",
                 fpsim.Format(5, 2, name="e5m2_b3", bias=3), fpsim.Format(8, 3, name="e8m3_b200",
                                                                      bias=200)]  # fmt: skip
-
-
-def fmt(f):
-    return arith.E8M13 if f == "e8m13" else fpsim.get_format(f)
-
-
-def same_bits(a, b) -> bool:
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    return bool(((a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))).all())
 
 
 def probes(f, rng, n=4000):
@@ -548,15 +539,6 @@ def test_fast_nearest_sequential_breaks_no_tie(f, acc, s, t, want):
 
 
 # ---- the block FMA on the CPU: B's flush and exponents computed once (block_row_pre) -----------
-@njit(cache=False, error_model="numpy")
-def _block_generic(A, B, C, out, P):
-    """The block FMA as CUDA and the trace run it (B's exponents found in the loops)."""
-    W = np.empty((reduce.NW, max(out.shape[2], 1)))
-    for bi in range(out.shape[0]):
-        for i in range(out.shape[1]):
-            reduce.block_row(A, B, C, out, bi, i, 0, out.shape[2], W, P)
-
-
 _BLOCK_MODELS = [m for m in arith.PRESETS.values() if m.align_bits is not None] + [
     arith.BlockFMA(block=4, align_bits=5, align_rounding="nearest_even", rounding="nearest_even",
                    acc="fp16", input_subnormals=False, acc_subnormals=False),
@@ -586,7 +568,7 @@ def test_block_fma_cpu_equals_generic_block_row(model, n, K, m, scale, with_c, s
                          reduce.SEQUENTIAL, 0, False, model, False, has_c=c is not None))  # fmt: skip
     C = np.zeros((1, 1, 1)) if c is None else np.ascontiguousarray(c.reshape(1, n, m))
     want = np.empty((1, n, m))
-    _block_generic(a.reshape(1, n, K), np.ascontiguousarray(b.reshape(1, K, m)), C, want, P)
+    general_block_rows(a.reshape(1, n, K), np.ascontiguousarray(b.reshape(1, K, m)), C, want, P)
     assert same_bits(got, want[0])
 
 

@@ -30,15 +30,10 @@ from fpsim.arith.reductions import _params
 from fpsim.kernels import arith_cpu, reduce, scalar
 
 sys.path.insert(0, str(Path(__file__).parent))
+from arith_cases import same_bits, small_values, values  # noqa: E402
 from arith_oracle import ALL_MODES, block_fma_reference  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "tensorcore_vectors.npz"
-
-
-def same_bits(a, b) -> bool:
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    return bool(((a.view(np.uint64) == b.view(np.uint64)) | (np.isnan(a) & np.isnan(b))).all())
 
 
 # ---- 1. GPU outputs ----------------------------------------------------------------------------
@@ -237,30 +232,6 @@ def models(draw):
         acc_subnormals=draw(st.booleans()),
         promote_every=draw(st.one_of(st.none(), st.integers(1, 4).map(lambda k: k * block))),
     )
-
-
-def values(f, n, rng, special=True):
-    """n values of f: every exponent field equally likely (subnormals, zeros of both signs, the
-    largest values), and now and then inf or NaN."""
-    f = fpsim.get_format(f)
-    top = f.emax + f.bias
-    e = rng.integers(0, top + 1, n)
-    frac = rng.integers(0, 1 << f.man_bits, n)
-    sig = np.where(e == 0, frac, frac + (1 << f.man_bits))
-    v = np.ldexp(sig.astype(np.float64), np.maximum(e, 1) - f.bias - f.man_bits)
-    v = np.minimum(v, f.max) * np.where(rng.integers(0, 2, n) == 1, -1.0, 1.0)
-    if special and n:
-        r = rng.random(n)
-        v = np.where(r < 0.02, np.nan, v)
-        if f.has_inf:
-            v = np.where((r >= 0.02) & (r < 0.04), np.inf * np.sign(v + 0.5), v)
-    return v
-
-
-def small_values(f, n, rng):
-    """Values of f of moderate size, so that the blocks' bits meet (and cancel)."""
-    x = rng.standard_normal(n) * np.exp2(rng.integers(-6, 6, n))
-    return np.asarray(fpsim.round_to(x, f))
 
 
 def general_path(P):
