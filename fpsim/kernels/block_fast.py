@@ -77,6 +77,7 @@ from .reduce import (
     finish_nearest_lanes,
     flush_input,
     input_pow2,
+    promotes_after,
     round_out_fast,
 )
 from .scalar import NEAREST_EVEN, TOWARD_ZERO, bits_to_float64, float64_to_bits
@@ -270,8 +271,7 @@ def promote_plain(P, S, O, m, k1, K, kp):
     ``O + S`` rounded by ``round_fast_nearest_even`` (``kp``: the promoted format's constants,
     subnormals kept, no saturation): innocuous double rounding, see
     :func:`fpsim.kernels.reduce.plain_add_innocuous`."""
-    promote = P[I_PROMOTE]
-    if promote > 0 and (k1 % promote == 0 or k1 == K):
+    if promotes_after(P, k1, K):
         for j in range(m):
             O[j] = round_fast_nearest_even(O[j] + S[j], kp)
             S[j] = 0.0
@@ -280,10 +280,10 @@ def promote_plain(P, S, O, m, k1, K, kp):
 @register_jitable
 def fused_row(A, BF, PB, C, out, bi, i, W, P):
     """``out[bi, i, :]``: the block FMA of ``P`` (:func:`fpsim.kernels.reduce.block_reduce`)
-    for the parameters :func:`fused_ok` accepts: a block of exactly four products in one pass
-    (:func:`block4_tz`) where the rounding is toward zero and accumulators are not flushed,
-    else the products :data:`GROUP` at a time; in tiles of :data:`TILE` lanes. ``BF``, ``PB``:
-    B's values as the model reads them and their exponents
+    for the parameters :func:`fused_ok` accepts: a block of exactly four products in two
+    passes (:func:`block4_tz`) where the rounding is toward zero and accumulators are not
+    flushed, else the products :data:`GROUP` at a time; in tiles of :data:`TILE` lanes.
+    ``BF``, ``PB``: B's values as the model reads them and their exponents
     (:func:`fpsim.kernels.reduce.block_operand`); ``W``: (NW, >= min(m, TILE))."""
     acc = unflatten(P, I_ACC)
     K = A.shape[2]

@@ -650,11 +650,18 @@ def promote_lanes(P, prom, S, O, m, k1, K):
     """Step 5, after the block ending at term k1: every ``P[I_PROMOTE]`` terms and at the end,
     ``O += S`` rounded to nearest even in ``prom`` and S restarts at +0 (without promotion
     the caller sets O = S at the end)."""
-    promote = P[I_PROMOTE]
-    if promote > 0 and (k1 % promote == 0 or k1 == K):
+    if promotes_after(P, k1, K):
         for j in range(m):
             O[j] = add_rounded(O[j], S[j], prom, NEAREST_EVEN, 1, 0, 0)
             S[j] = 0.0
+
+
+@register_jitable
+def promotes_after(P, k1, K):
+    """Whether the partial sum is promoted after the block ending at term k1 (of K): every
+    ``P[I_PROMOTE]`` terms (0: never) and at the end."""
+    promote = P[I_PROMOTE]
+    return promote > 0 and (k1 % promote == 0 or k1 == K)
 
 
 # ---- one row of the result ---------------------------------------------------------------------
