@@ -262,6 +262,7 @@ def test_fast_stochastic_sequential_path_equals_general_path(acc):
     f16, A_fmt, f32 = (fpsim.get_format(n) for n in ("fp16", acc, "fp32"))
     mode = fpsim.ROUNDING_MODES["stochastic"]
     P = list(_params(f16, A_fmt, f32, mode, 1, 0, 77, 0, 0, False, None, False))
+    P[reduce.I_LANES32] = 0  # (fp16/bf16: the float32-lane kernel, test_lanes32_stochastic)
     assert reduce.fast_kind(np.array(P)) == 3
     fast = np.empty((1, 4, 9))
     arith_cpu.matmul(a.reshape(1, 4, 200), b.reshape(1, 200, 9), fast, tuple(P))
@@ -698,16 +699,18 @@ def test_lanes32_tricky_lanes_equal_the_exact_sum(acc, mode, m, e, seed):
 # ---- stochastic rounding's fast form (random_lanes, fastround's split form, stochastic_row) -----
 @njit(cache=False, error_model="numpy")
 def _random_lanes(seed, base0, stride, n, r):
-    L = np.empty(n, np.uint32)
-    G0 = np.empty(n, np.uint32)
-    GX = np.empty(n, np.uint32)
-    LO = np.empty(n, np.uint32)
+    U = np.empty((4, n), np.uint32)
     RH = np.empty(n)
     RL = np.empty(n)
+    R = np.empty(n, np.float32)
+    R2 = np.empty(n, np.float32)
     key_a, key_b = scalar.random62_keys(seed)
-    random_lanes.index_words(base0, stride, n, key_b, L, G0, GX)
-    random_lanes.random_split(RH, RL, L, G0, GX, LO, key_a, key_b, r, n)
-    return RH, RL
+    random_lanes.index_words(base0, stride, n, key_b, U)
+    random_lanes.random_split(RH, RL, U, key_a, key_b, r, n)
+    wraps = random_lanes.tile_wraps(U, n, r)
+    random_lanes.random_top24(R, U, key_a, key_b, r, n, wraps)
+    random_lanes.random_top24(R2, U, key_a, key_b, r, n, True)  # (the general form)
+    return RH, RL, R, R2, wraps
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -721,20 +724,24 @@ def _random_lanes(seed, base0, stride, n, r):
 @example(seed=2**63 - 1, hi=2**30, lo=2**32 - 100, stride=3, n=9, r=90)  # the events cross it
 @example(seed=-1, hi=5, lo=0, stride=2**21, n=40, r=2**32 - 1)  # the largest event offset
 def test_random_split_equals_random62(seed, hi, lo, stride, n, r):
-    """The vector form of the random bits (32-bit lanes, the high word's hash selected per
-    lane) against ``scalar.random62`` run as plain Python: any int64 seed (high bits set,
-    negative, 0), indices below and above 2^32 and tiles whose indices cross a multiple of
-    2^32, between lanes or between events."""
+    """The vector forms of the random bits (32-bit lanes, the high word's hash selected per
+    lane; the two float64 halves, and the top 24 bits as float32s) against
+    ``scalar.random62`` run as plain Python: any int64 seed (high bits set, negative, 0),
+    indices below and above 2^32 and tiles whose indices cross a multiple of 2^32, between
+    lanes or between events; and ``tile_wraps`` against its definition."""
     base0 = hi * 2**32 + lo
-    RH, RL = _random_lanes(seed, base0, stride, n, r)
+    RH, RL, R, R2, wraps = _random_lanes(seed, base0, stride, n, r)
     want = [scalar.random62(seed, base0 + j * stride + r) for j in range(n)]
     assert list(RH) == [float(w >> 32) * 2.0**-30 for w in want]  # both exact: no rounding
     assert list(RL) == [float(w & 0xFFFFFFFF) * 2.0**-62 for w in want]
+    assert list(R) == list(R2) == [float(w >> 38) * 2.0**-24 for w in want]
+    lows = [(base0 + j * stride) % 2**32 for j in range(n)]
+    assert wraps == any(x + r >= 2**32 for x in lows)
 
 
 def test_random_split_detects_a_flipped_bit():
     """The comparison above is sharp: the bits of a neighbouring index differ."""
-    RH, RL = _random_lanes(7, 2**32 - 2, 1, 4, 0)
+    RH, RL, *_ = _random_lanes(7, 2**32 - 2, 1, 4, 0)
     assert list(RL) != [float(scalar.random62(7, 2**32 - 2 + j + 1) & 0xFFFFFFFF) * 2.0**-62
                         for j in range(4)]  # fmt: skip
 
@@ -825,7 +832,16 @@ def test_fast_stochastic_equals_general_and_exact(acc, f, n, K, m, scale, subn, 
     the documented random bits ``random62(seed, o (2K + 1) + r)``: accumulators of every
     shape fast_round_ok accepts, subnormals and saturation on and off, float32 and float64
     containers, K = 0 and 1, lane counts around a tile, sums, ±0, subnormals, max, inf, NaN.
-    Each run checks which row kernel it went through."""
+    Each run checks which row kernel it went through. (fp16 and bf16 accumulators of terms
+    float32 holds take the float32-lane kernel, tested in test_lanes32_stochastic: switched
+    off here, so that this kernel is tested on them too.)"""
+    with mock.patch("fpsim.arith.reductions.lanes32_kind", return_value=lanes32.NONE):
+        _fast_stochastic_case(acc, f, n, K, m, scale, subn, sat, container, out, seed, unit,
+                              data_seed)  # fmt: skip
+
+
+def _fast_stochastic_case(acc, f, n, K, m, scale, subn, sat, container, out, seed, unit,
+                          data_seed):  # fmt: skip
     if isinstance(acc, tuple):
         acc = _custom_acc(*acc)
         assume(acc is not None)

@@ -148,11 +148,12 @@ def _params(f, a_fmt, out_f, mode, subnormals, saturate, seed_v, order_code, rou
         and term_emax <= 1020
     )
     # Sequential, exact products into fp32/fp16/bf16 (nearest even; fp16/bf16 also toward zero,
-    # up, down): float32 lanes where float32 holds the terms exactly (lanes32).
+    # up, down and stochastic): float32 lanes where float32 holds the terms exactly (lanes32).
     lanes32 = 0
     acc_name = next((n for n in ("fp32", "fp16", "bf16") if a_fmt.record == get_format(n).record),
                     None)  # fmt: skip
-    if (not device and model is None and fast_out and order_code == reduce.SEQUENTIAL
+    if (not device and model is None and (fast_out or mode == stoch)
+            and order_code == reduce.SEQUENTIAL
             and not rounded and not record and acc_name):
         lanes32 = lanes32_kind(acc_name, term_p, term_lo, term_emax, bool(subnormals),
                                bool(saturate), mode)  # fmt: skip
@@ -184,8 +185,8 @@ def _reduce(A, B, P, C=None) -> np.ndarray:
     from ..kernels import arith_cpu
 
     # One specialisation: the kernel computes in float64 anyway (float32 -> float64 is exact);
-    # the float32-lane kernel in float32 (which then holds the inputs exactly).
-    dtype = np.float32 if reduce.fast_kind(np.asarray(P)) == 4 else np.float64
+    # the float32-lane kernels in float32 (which then holds the inputs exactly).
+    dtype = np.float32 if reduce.fast_kind(np.asarray(P)) in (4, 5) else np.float64
     A = kernel_array(A.astype(dtype, copy=False))
     if B is not None and P[reduce.I_ORDER] == reduce.BLOCK:
         B = kernel_array(B)  # (read once, into the model's float64 operands, by the kernels)

@@ -354,13 +354,13 @@ def elementwise(op: int, a, b, c, out, fmt_params: tuple, mode, subnormals, satu
 
 
 # ---- reductions: matmul, dot, sum ----------------------------------------------------------------
-from . import lanes32  # noqa: E402  (the float32-lane kernels of the sequential sum)
+from . import lanes32, lanes32_stochastic  # noqa: E402  (the float32-lane kernels)
 from .fastround import fast_round_constants  # noqa: E402
 
 # One kernel per kind of reduction, so that a call compiles only what it runs: the fast
 # sequential form with float32 lanes (fp32/fp16/bf16 accumulators of inputs float32 holds
-# exactly, in nearest even and, for fp16/bf16, the directed modes: the common case, see
-# lanes32), in nearest even with float64 lanes (no
+# exactly, in nearest even and, for fp16/bf16, the directed modes and stochastic rounding: the
+# common case, see lanes32 and lanes32_stochastic), in nearest even with float64 lanes (no
 # scalar.convert, no other mode), in the other deterministic modes, stochastic rounding, the
 # block FMA, and every other order and mode. Each reduces rows r0 <= r < r1 of the result (row r is
 # out[r // n, r % n, :]) with all the row's columns as lanes, and releases the GIL: rows run in
@@ -429,6 +429,25 @@ _LANES32_KERNELS = {
     lanes32.BF16_TOWARD_ZERO: _rows_lanes32_bf16_toward_zero,
     lanes32.BF16_UP: _rows_lanes32_bf16_up, lanes32.BF16_DOWN: _rows_lanes32_bf16_down,
 }  # fmt: skip
+
+
+# The float32-lane kernels of stochastic rounding (fp16 and bf16 accumulators).
+_L32_FP16_SR, _L32_BF16_SR = (lanes32_stochastic.ROWS[k] for k in (lanes32.FP16_STOCHASTIC,
+                                                                    lanes32.BF16_STOCHASTIC))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_fp16_stochastic(A, B, out, P, r0, r1):
+    _L32_FP16_SR(A, B, out, P, r0, r1)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _rows_lanes32_bf16_stochastic(A, B, out, P, r0, r1):
+    _L32_BF16_SR(A, B, out, P, r0, r1)
+
+
+_LANES32_STOCHASTIC_KERNELS = {lanes32.FP16_STOCHASTIC: _rows_lanes32_fp16_stochastic,
+                               lanes32.BF16_STOCHASTIC: _rows_lanes32_bf16_stochastic}
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -545,6 +564,11 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
         KO = np.array(fast_round_constants(outf, P[reduce.I_SUBN], P[reduce.I_SAT]))
         kernel = _LANES32_KERNELS[int(P[reduce.I_LANES32])]
         _run_rows(kernel, (A32, B32, out, KO, P[reduce.I_UNIT_B] == 1), nrows, work)
+    elif fast == 5 and 2 * A.shape[2] < 1 << 32:  # (random_lanes: as fast == 3 below)
+        A32 = np.ascontiguousarray(A, dtype=np.float32)
+        B32 = np.ascontiguousarray(B, dtype=np.float32)
+        kernel = _LANES32_STOCHASTIC_KERNELS[int(P[reduce.I_LANES32])]
+        _run_rows(kernel, (A32, B32, out, P), nrows, work)
     elif fast == 1:
         _run_rows(_rows_nearest, (A, B, out, P), nrows, work)
     elif fast == 2:

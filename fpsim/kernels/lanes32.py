@@ -26,6 +26,9 @@ most 24 significant bits, all multiples of 2^-149, below 2^127). Then with s the
   formats, subnormals included. The float64 kernels take the same route (``scalar.add_odd``).
   Round-down also flags x = 0: an exact zero sum is -0 there.
 
+Stochastic rounding into fp16 and bf16 has its own kinds here and its kernels in
+:mod:`fpsim.kernels.lanes32_stochastic` (float32 instructions only: no F16C needed).
+
 The fp16 roundings need the CPU to convert float32 <-> fp16 in hardware (x86 F16C, or AArch64
 for nearest even; the directed modes need x86's rounding control): :func:`f16_native` and
 :func:`f16c_modes` say so, otherwise fp16 accumulators use the float64 kernels. Tested against
@@ -49,17 +52,19 @@ from .fastround import (
     round_fast_toward_zero,
     round_fast_up,
 )
-from .scalar import DOWN, NEAREST_EVEN, TOWARD_ZERO, UP
+from .scalar import DOWN, NEAREST_EVEN, STOCHASTIC, TOWARD_ZERO, UP
 
 # Kinds (lanes32_kind): the accumulator (FP32, FP16, BF16) plus 4 x the mode's slot (0 nearest
-# even, 1 toward zero, 2 up, 3 down; the directed modes for fp16 and bf16 only).
+# even, 1 toward zero, 2 up, 3 down, 4 stochastic; all but nearest even for fp16 and bf16 only;
+# the stochastic kinds' kernels are in lanes32_stochastic).
 NONE = 0
 FP32 = 1
 FP16 = 2
 BF16 = 3
-_SLOT_MODES = (NEAREST_EVEN, TOWARD_ZERO, UP, DOWN)
+_SLOT_MODES = (NEAREST_EVEN, TOWARD_ZERO, UP, DOWN, STOCHASTIC)
 FP16_TOWARD_ZERO, FP16_UP, FP16_DOWN = FP16 + 4, FP16 + 8, FP16 + 12
 BF16_TOWARD_ZERO, BF16_UP, BF16_DOWN = BF16 + 4, BF16 + 8, BF16 + 12
+FP16_STOCHASTIC, BF16_STOCHASTIC = FP16 + 16, BF16 + 16
 KINDS = (FP32, FP16, BF16, FP16_TOWARD_ZERO, FP16_UP, FP16_DOWN, BF16_TOWARD_ZERO, BF16_UP,
          BF16_DOWN)  # fmt: skip
 _F16C_MODE = {NEAREST_EVEN: 0, DOWN: 1, UP: 2, TOWARD_ZERO: 3}  # vcvtps2ph's rounding control
@@ -71,7 +76,8 @@ def acc_of(kind: int) -> int:
 
 
 def mode_of(kind: int) -> int:
-    """The rounding mode of a kind (``scalar.NEAREST_EVEN``, ``TOWARD_ZERO``, ``UP``, ``DOWN``)."""
+    """The rounding mode of a kind (``scalar.NEAREST_EVEN``, ``TOWARD_ZERO``, ``UP``, ``DOWN``,
+    ``STOCHASTIC``)."""
     return _SLOT_MODES[kind >> 2]
 
 
@@ -150,7 +156,7 @@ def _round_acc_intrinsic(acc: int, mode: int):
 
 # float32 -> fp16 / bf16 -> float32 in each mode, as intrinsics (fp16's directed ones: x86 F16C)
 ROUND_ACC = {(FP16, m): _round_acc_intrinsic(FP16, m) for m in (TOWARD_ZERO, UP, DOWN)}
-ROUND_ACC.update({(BF16, m): _round_acc_intrinsic(BF16, m) for m in _SLOT_MODES})
+ROUND_ACC.update({(BF16, m): _round_acc_intrinsic(BF16, m) for m in _SLOT_MODES[:4]})
 round_f32_to_bf16 = ROUND_ACC[(BF16, NEAREST_EVEN)]  # float32 -> bf16 (nearest even) -> float32
 
 
@@ -179,10 +185,10 @@ def f16_native() -> bool:
 def lanes32_kind(acc_name: str, term_precision: int, term_lo: int, term_emax: int,
                  subnormals: bool, saturate: bool, mode: int = NEAREST_EVEN) -> int:  # fmt: skip
     """The float32-lane kernel for an accumulator (by format name, ``fp32``/``fp16``/``bf16``),
-    a rounding mode (``scalar.NEAREST_EVEN``; ``TOWARD_ZERO``, ``UP`` or ``DOWN`` for fp16 and
-    bf16) and terms of ``term_precision`` bits, multiples of 2^term_lo, below
-    2^(term_emax + 1); NONE where it does not apply (the caller also requires the sequential
-    order, exact products, no trace)."""
+    a rounding mode (``scalar.NEAREST_EVEN``; ``TOWARD_ZERO``, ``UP``, ``DOWN`` or
+    ``STOCHASTIC`` for fp16 and bf16) and terms of ``term_precision`` bits, multiples of
+    2^term_lo, below 2^(term_emax + 1); NONE where it does not apply (the caller also requires
+    the sequential order, exact products, no trace)."""
     if not subnormals or saturate or mode not in _SLOT_MODES:
         return NONE
     if term_precision > 24 or term_lo < -149 or term_emax > 126:
@@ -192,7 +198,8 @@ def lanes32_kind(acc_name: str, term_precision: int, term_lo: int, term_emax: in
         return FP32 if mode == NEAREST_EVEN else NONE  # (fp32 directed: the float64 kernels)
     if acc_name == "bf16":
         return BF16 + slot
-    if acc_name == "fp16" and f16_native() and (mode == NEAREST_EVEN or f16c_modes()):
+    if acc_name == "fp16" and (mode == STOCHASTIC  # (float32 instructions only: no F16C)
+                               or (f16_native() and (mode == NEAREST_EVEN or f16c_modes()))):
         return FP16 + slot
     return NONE
 

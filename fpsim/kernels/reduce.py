@@ -670,10 +670,13 @@ def fast_kind(P):
     """Which fast sequential kernel runs these parameters: 1 nearest even, 2 another
     deterministic mode, 3 stochastic rounding, 4 float32 lanes (:mod:`fpsim.kernels.lanes32`:
     nearest even, and fp16/bf16 accumulators in the directed modes; ``P[I_LANES32]`` names the
-    kind, accumulator and mode), 0 none (another order, rounded products, a log, or no fast
-    form)."""
+    kind, accumulator and mode), 5 float32 lanes in stochastic rounding (fp16/bf16,
+    :mod:`fpsim.kernels.lanes32_stochastic`), 0 none (another order, rounded products, a log,
+    or no fast form)."""
     if P[I_ORDER] != SEQUENTIAL or P[I_ROUNDED] != 0 or P[I_RECORD] != 0:
         return 0
+    if P[I_LANES32] != 0 and P[I_MODE] == STOCHASTIC:
+        return 5
     if P[I_LANES32] != 0 and P[I_FAST_OUT] == 1:
         return 4
     if P[I_FAST_STOCH] == 1:

@@ -227,7 +227,8 @@ def stochastic_step(D, S, a, Bk, RH, RL, m, kf):
 @register_jitable
 def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
     """``out[bi, i, j0 + j]``: the sequential reduction with exact products and stochastic
-    rounding (``P[I_FAST_STOCH]``), in tiles of :data:`LANES` lanes. Per step, the random bits
+    rounding (``P[I_FAST_STOCH]``; fp16 and bf16 accumulators of terms float32 holds take
+    :mod:`fpsim.kernels.lanes32_stochastic` instead), in tiles of :data:`LANES` lanes. Per step, the random bits
     of every lane first, in 32-bit integer lanes (:mod:`fpsim.kernels.random_lanes`), then
     :func:`stochastic_step` on float instructions; the few lanes whose float64 sum is not
     exact are redone with ``add_rounded`` and the same random bits. Event r of lane j uses
@@ -253,21 +254,17 @@ def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
         RH = W[2, :n]
         RL = W[3, :n]
         ONES = W[4, :n]  # a sum's "B": every term times 1 (exact)
-        L = U[0, :n]
-        G0 = U[1, :n]
-        GX = U[2, :n]
-        LO = U[3, :n]
         ONES[:] = 1.0
-        index_words(base0, stride, n, key_b, L, G0, GX)
+        index_words(base0, stride, n, key_b, U)
         if K > 0:  # the first term, rounded alone (event 1)
-            random_split(RH, RL, L, G0, GX, LO, key_a, key_b, 1, n)
+            random_split(RH, RL, U, key_a, key_b, 1, n)
             Bk = ONES if unit else B[bi, 0, t0:t0 + n]
             a = Ar[0]
             for j in range(n):
                 S[j] = round_fast_stochastic_split(a * Bk[j], RH[j], RL[j], kf)
         for k in range(1, K):
             r = 2 * k + 1
-            random_split(RH, RL, L, G0, GX, LO, key_a, key_b, r, n)
+            random_split(RH, RL, U, key_a, key_b, r, n)
             Bk = ONES if unit else B[bi, k, t0:t0 + n]
             a = Ar[k]
             if stochastic_step(D, S, a, Bk, RH, RL, n, kf):
@@ -281,7 +278,7 @@ def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
             S, D = D, S
         o = out[bi, i, t0:t0 + n]
         if fast_out:  # the final rounding (event 2K)
-            random_split(RH, RL, L, G0, GX, LO, key_a, key_b, 2 * K, n)
+            random_split(RH, RL, U, key_a, key_b, 2 * K, n)
             for j in range(n):
                 o[j] = round_fast_stochastic_split(S[j] if K > 0 else 0.0, RH[j], RL[j], ko)
         else:
