@@ -122,6 +122,12 @@ def _check_forms(fmt: FormatRecord) -> tuple[bool, bool]:
             bool(scalar.nearest_even_fast_ok(FLOAT64, fmt)))  # fmt: skip
 
 
+@functools.lru_cache(maxsize=256)
+def _float_constants(fmt: FormatRecord) -> tuple:
+    """``nearest_float.nearest_even_float_constants(fmt, 1, 0)``, computed in Python."""
+    return tuple(float(v) for v in nearest_float.nearest_even_float_constants(fmt, 1, 0))
+
+
 # ---- input check -------------------------------------------------------------------------------
 @register_jitable
 def _count_bad_float(s, fmt):
@@ -171,8 +177,11 @@ def _count_bad(s, fmt):
 
 # One kernel per form, so that checking fp16/bf16/fp8 inputs compiles only the float form.
 @njit(cache=True, nogil=True, error_model="numpy")
-def _count_float(x, start, stop, fmt):
-    return _count_bad_float(x[start:stop], fmt)
+def _count_float(x, start, stop, kf):
+    bad = 0
+    for i in range(start, stop):
+        bad += nearest_float.not_in_format_float(np.float64(x[i]), kf)
+    return bad
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -192,6 +201,8 @@ def count_not_in_format(x: np.ndarray, fmt_params: tuple) -> int:
     fmt = _record(fmt_params)
     float_ok, fast_ok = _check_forms(fmt)
     kernel = _count_float if float_ok else _count_fast if fast_ok else _count_general
+    if float_ok:  # its constants made here: the kernel then compiles no format-record code
+        fmt = _float_constants(fmt)
     if x.size < PARALLEL_MIN:
         return int(kernel(x, 0, x.size, fmt))
     nthreads = _threads() or 1

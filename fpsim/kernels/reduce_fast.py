@@ -228,11 +228,12 @@ def stochastic_step(D, S, a, Bk, RH, RL, m, kf):
 def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
     """``out[bi, i, j0 + j]``: the sequential reduction with exact products and stochastic
     rounding (``P[I_FAST_STOCH]``; fp16 and bf16 accumulators of terms float32 holds take
-    :mod:`fpsim.kernels.lanes32_stochastic` instead), in tiles of :data:`LANES` lanes. Per step, the random bits
-    of every lane first, in 32-bit integer lanes (:mod:`fpsim.kernels.random_lanes`), then
-    :func:`stochastic_step` on float instructions; the few lanes whose float64 sum is not
-    exact are redone with ``add_rounded`` and the same random bits. Event r of lane j uses
-    ``random62(seed, event_base + r)`` as the general path does: the same results, bit for bit.
+    :mod:`fpsim.kernels.lanes32_stochastic` instead), in tiles of :data:`LANES` lanes. Per
+    step, the random bits of every lane first, in 32-bit integer lanes
+    (:mod:`fpsim.kernels.random_lanes`), then :func:`stochastic_step` on float instructions;
+    the few lanes whose float64 sum is not exact are redone with ``add_rounded`` and the same
+    random bits. Event r of lane j uses ``random62(seed, event_base + r)`` as the general path
+    does: the same results, bit for bit.
     ``W``: float64 (>= 5, >= min(m, LANES)); ``U``: uint32 (>= 4, the same); 2K < 2^32."""
     acc = unflatten(P, I_ACC)
     outf = unflatten(P, I_OUT)
