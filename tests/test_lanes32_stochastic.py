@@ -28,8 +28,8 @@ from fpsim.arith.reductions import _params
 from fpsim.kernels import arith_cpu, lanes32, lanes32_stochastic, reduce, scalar
 
 sys.path.insert(0, str(Path(__file__).parent))
-from arith_cases import fmt, same_bits  # noqa: E402
-from arith_oracle import _special, reduce_reference, round_rational  # noqa: E402
+from arith_cases import check_stochastic_reduction, fmt, kernel_ran, same_bits, scaled_values  # noqa: E402
+from arith_oracle import round_rational  # noqa: E402
 
 E7M2 = fpsim.Format(7, 2, bias=65, name="e7m2_b65")  # products down to 2^-132: bf16's tiny range
 TERM_FORMATS = ["fp16", "fp8_e4m3", "fp8_e5m2", E7M2]
@@ -185,24 +185,6 @@ def test_step_at_a_power_of_two_with_the_sum_just_below(acc, e):
     assert flags[7] == 1  # (the top bits at their largest cannot decide it)
 
 
-def _values(f, rng, shape, scale_exp):
-    F = fmt(f)
-    x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 6, shape) + scale_exp)
-    x = np.asarray(fpsim.round_to(np.clip(x, -F.max, F.max), F, saturate=True), np.float64)
-    flat = x.reshape(-1)
-    if flat.size:
-        k = rng.integers(0, flat.size, max(1, flat.size // 8))
-        flat[k] = rng.choice([0.0, -0.0, F.smallest_subnormal, -F.min_normal, F.max, -F.max],
-                             k.size)  # fmt: skip
-    return x
-
-
-def _kernel_ran(call):
-    with mock.patch.object(arith_cpu, "_run_rows", wraps=arith_cpu._run_rows) as spy:
-        res = call()
-    return res, [c.args[0].__name__ for c in spy.call_args_list]
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(["fp16", "bf16"]), st.sampled_from(TERM_FORMATS), st.integers(1, 3),
        st.one_of(st.sampled_from([0, 1, 2]), st.integers(3, 40)),
@@ -219,44 +201,8 @@ def test_kernel_equals_general_and_exact(acc, f, n, K, m, scale, container, out,
     accumulators, terms from fp8 to fp16 products (and a custom format whose products reach
     bf16's tiny range), sums, K = 0 and 1, lane counts around the vectors' 8, sizes from
     bf16's smallest to overflow, float32 and float64 containers, an inf or NaN in a row."""
-    A_fmt = fmt(acc)
-    out_f = {None: f, "acc": A_fmt}.get(out, out)
-    rng = np.random.default_rng(data_seed)
-    m = 1 if unit else m
-    a = _values(f, rng, (n, K), scale)
-    b = None if unit else _values(f, rng, (K, m), 0)
-    if K and rng.random() < 0.25:  # an inf or a NaN in a row
-        a[0, rng.integers(0, K)] = rng.choice([np.inf, -np.inf, np.nan] if fmt(f).has_inf
-                                              else [np.nan])  # fmt: skip
-    S = fpsim.ROUNDING_MODES["stochastic"]
-    P = list(_params(fmt(f), A_fmt, fmt(out_f), S, 1, 0, seed, reduce.SEQUENTIAL, 0, unit,
-                     None, False))  # fmt: skip
-    assert reduce.fast_kind(np.array(P)) == 5
-    kw = dict(acc=acc, order="sequential", rounding="stochastic", seed=seed, out_fmt=out_f)
-    if unit:
-        got, ran = _kernel_ran(lambda: arith.sum(a.astype(container), f, axis=1, **kw))
-        got = np.asarray(got, np.float64).reshape(n, 1)
-    else:
-        got, ran = _kernel_ran(lambda: arith.matmul(a.astype(container), b.astype(container), f,
-                                                    **kw))  # fmt: skip
-        got = np.asarray(got, np.float64)
-    assert ran == [KERNEL[acc]]
-    P[reduce.I_FAST_STOCH] = P[reduce.I_LANES32] = 0
-    general = np.empty((1, n, m))
-    _, ran = _kernel_ran(lambda: arith_cpu.matmul(
-        a.reshape(1, n, K), None if unit else b.reshape(1, K, m), general, tuple(P)))
-    assert ran == ["_rows_general"]
-    assert same_bits(got, general[0])
-    if np.isfinite(a).all() and n * m * K <= 300:
-        for i in range(n):
-            for j in range(m):
-                terms = [Fraction(a[i, k]) * (1 if unit else Fraction(b[k, j])) for k in range(K)]
-                base = reduce.event_base(0, i, j, n, m, K)
-                want = reduce_reference(terms, A_fmt, out_f, mode="stochastic",
-                                        rand=lambda r, base=base: scalar.random62(seed, base + r))
-                if math.isinf(want):
-                    want = _special(want, fmt(out_f), False)
-                assert got[i, j] == want or (math.isnan(got[i, j]) and math.isnan(want))
+    check_stochastic_reduction(acc, f, n, K, m, scale, 1, 0, container, out, seed, unit,
+                               data_seed, 5, KERNEL[acc])  # fmt: skip
 
 
 @pytest.mark.parametrize("acc", ["fp16", "bf16"])
@@ -266,9 +212,9 @@ def test_kernel_on_tiles_and_tails(acc):
     rng = np.random.default_rng(11)
     kw = dict(acc=acc, order="sequential", rounding="stochastic", seed=3)
     for m in (1025, 1031):
-        a = _values("fp16", rng, (2, 30), -3)
-        b = _values("fp16", rng, (30, m), 0)
-        got, ran = _kernel_ran(lambda a=a, b=b: arith.matmul(a, b, "fp16", **kw))
+        a = scaled_values("fp16", rng, (2, 30), -3)
+        b = scaled_values("fp16", rng, (30, m), 0)
+        got, ran = kernel_ran(lambda a=a, b=b: arith.matmul(a, b, "fp16", **kw))
         assert ran == [KERNEL[acc]]
         P = list(_params(fmt("fp16"), fmt(acc), fmt("fp16"), fpsim.ROUNDING_MODES["stochastic"],
                          1, 0, 3, reduce.SEQUENTIAL, 0, False, None, False))  # fmt: skip

@@ -24,8 +24,14 @@ from fpsim.arith.reductions import _params
 from fpsim.kernels import arith_cpu, fastround, lanes32, random_lanes, reduce, reduce_fast, scalar
 
 sys.path.insert(0, str(Path(__file__).parent))
-from arith_cases import fmt, general_block_rows, same_bits  # noqa: E402
-from arith_oracle import MODES, _special, reduce_reference, round_rational  # noqa: E402
+from arith_cases import (  # noqa: E402
+    check_stochastic_reduction,
+    fmt,
+    general_block_rows,
+    same_bits,
+    scaled_values,
+)
+from arith_oracle import MODES, reduce_reference, round_rational  # noqa: E402
 
 FAST_FORMATS = ["fp16", "bf16", "fp32", "tf32", "fp8_e5m2", "e8m13",
                 fpsim.Format(5, 2, name="e5m2_b3", bias=3), fpsim.Format(8, 3, name="e8m3_b200",
@@ -417,20 +423,6 @@ ACCS = ["fp16", "bf16", "fp32", "tf32", "fp8_e5m2", "e8m13"]
 INS = ["fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
 
 
-def _values(f, rng, shape, scale_exp):
-    """Values of f: random magnitudes across its range (and scaled by 2^scale_exp), with
-    zeros of both signs, subnormals and max sprinkled in."""
-    F = fmt(f)
-    x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 6, shape) + scale_exp)
-    x = np.asarray(fpsim.round_to(np.clip(x, -F.max, F.max), F, saturate=True), np.float64)
-    flat = x.reshape(-1)
-    if flat.size:
-        k = rng.integers(0, flat.size, max(1, flat.size // 8))
-        flat[k] = rng.choice([0.0, -0.0, F.smallest_subnormal, -F.min_normal, F.max, -F.max],
-                             k.size)  # fmt: skip
-    return x
-
-
 def _general(a, b, f, acc, out, subn, sat, unit=False):
     """The general path's result: the same parameters with every fast form switched off."""
     P = list(_params(fmt(f), fmt(acc), fmt(out), 0, subn, sat, 0, reduce.SEQUENTIAL, 0, unit,
@@ -450,8 +442,8 @@ def _general(a, b, f, acc, out, subn, sat, unit=False):
 def test_fast_nearest_sequential_equals_general_and_exact(acc, f, n, K, m, scale, subn, sat,
                                                           container, seed):  # fmt: skip
     rng = np.random.default_rng(seed)
-    a = _values(f, rng, (n, K), scale)
-    b = _values(f, rng, (K, m), 0)
+    a = scaled_values(f, rng, (n, K), scale)
+    b = scaled_values(f, rng, (K, m), 0)
     if K and rng.random() < 0.2:  # an inf or a NaN in a row
         a[0, rng.integers(0, K)] = rng.choice([np.inf, -np.inf, np.nan] if fmt(f).has_inf
                                               else [np.nan])  # fmt: skip
@@ -486,8 +478,8 @@ def test_fast_directed_sequential_equals_general(acc, f, mode, K, m, scale, flag
     general path."""
     subn, sat = flags
     rng = np.random.default_rng(seed)
-    a = _values(f, rng, (2, K), scale)
-    b = _values(f, rng, (K, m), 0)
+    a = scaled_values(f, rng, (2, K), scale)
+    b = scaled_values(f, rng, (K, m), 0)
     if K and rng.random() < 0.2:
         a[0, rng.integers(0, K)] = rng.choice([np.inf, -np.inf, np.nan] if fmt(f).has_inf
                                               else [np.nan])  # fmt: skip
@@ -514,12 +506,13 @@ def test_fast_nearest_sum_and_tiles(acc, f):
     """Sums (the terms are the values themselves), and products over more lanes than one tile
     (several panels of B per row)."""
     rng = np.random.default_rng(11)
-    x = _values(f, rng, (3, 600), 0)
+    x = scaled_values(f, rng, (3, 600), 0)
     got = arith.sum(x, f, acc=acc, order="sequential", axis=1, out_fmt="fp32")
     assert same_bits(got, _general(x, None, f, acc, "fp32", 1, 0, unit=True)[:, 0])
     for i in range(3):
         assert got[i] == reduce_reference([Fraction(v) for v in x[i]], acc, "fp32")
-    a, b = _values(f, rng, (2, 50), -2), _values(f, rng, (50, 2 * reduce_fast.LANES + 77), 0)
+    a = scaled_values(f, rng, (2, 50), -2)
+    b = scaled_values(f, rng, (50, 2 * reduce_fast.LANES + 77), 0)
     got = arith.matmul(a, b, f, acc=acc, order="sequential", out_fmt="fp32")
     assert same_bits(got, _general(a, b, f, acc, "fp32", 1, 0))
 
@@ -555,8 +548,8 @@ _BLOCK_MODELS = [m for m in arith.PRESETS.values() if m.align_bits is not None] 
 def test_block_fma_cpu_equals_generic_block_row(model, n, K, m, scale, with_c, seed):
     f = (model.inputs or ("fp16",))[0]
     rng = np.random.default_rng(seed)
-    a = _values(f, rng, (n, K), scale)
-    b = _values(f, rng, (K, m), -scale // 2)
+    a = scaled_values(f, rng, (n, K), scale)
+    b = scaled_values(f, rng, (K, m), -scale // 2)
     if K and rng.random() < 0.2:
         a[0, rng.integers(0, K)] = rng.choice([np.inf, np.nan] if fmt(f).has_inf else [np.nan])
     c = None
@@ -798,13 +791,6 @@ def test_round_fast_stochastic_on_any_format_it_accepts(e, m, emax, subn, sat, s
         assert same_bits(_apply_stochastic_finite(x[fin], rand[fin], k), want[fin])
 
 
-def _kernel_ran(call):
-    """(the result of ``call()``, the row kernels arith_cpu ran for it)."""
-    with mock.patch.object(arith_cpu, "_run_rows", wraps=arith_cpu._run_rows) as spy:
-        res = call()
-    return res, [c.args[0].__name__ for c in spy.call_args_list]
-
-
 def _custom_acc(e, m, emax):
     try:
         F = fpsim.Format(e, m, bias=2**e - 2 - emax)
@@ -845,45 +831,8 @@ def _fast_stochastic_case(acc, f, n, K, m, scale, subn, sat, container, out, see
     if isinstance(acc, tuple):
         acc = _custom_acc(*acc)
         assume(acc is not None)
-    A_fmt = fmt(acc)
-    out_f = {None: f, "acc": A_fmt}.get(out, out)
-    rng = np.random.default_rng(data_seed)
-    m = 1 if unit else m
-    a = _values(f, rng, (n, K), scale)
-    b = None if unit else _values(f, rng, (K, m), 0)
-    if K and rng.random() < 0.25:  # an inf or a NaN in a row
-        a[0, rng.integers(0, K)] = rng.choice([np.inf, -np.inf, np.nan] if fmt(f).has_inf
-                                              else [np.nan])  # fmt: skip
-    S = fpsim.ROUNDING_MODES["stochastic"]
-    P = list(_params(fmt(f), A_fmt, fmt(out_f), S, subn, sat, seed, reduce.SEQUENTIAL, 0, unit,
-                     None, False))  # fmt: skip
-    assert reduce.fast_kind(np.array(P)) == 3
-    kw = dict(acc=acc, order="sequential", rounding="stochastic", seed=seed, out_fmt=out_f,
-              subnormals=bool(subn), saturate=bool(sat))  # fmt: skip
-    if unit:
-        got, ran = _kernel_ran(lambda: arith.sum(a.astype(container), f, axis=1, **kw))
-        got = np.asarray(got, np.float64).reshape(n, 1)
-    else:
-        got, ran = _kernel_ran(lambda: arith.matmul(a.astype(container), b.astype(container), f,
-                                                    **kw))  # fmt: skip
-        got = np.asarray(got, np.float64)
-    assert ran == ["_rows_stochastic"]
-    P[reduce.I_FAST_STOCH] = 0
-    general = np.empty((1, n, m))
-    _, ran = _kernel_ran(lambda: arith_cpu.matmul(
-        a.reshape(1, n, K), None if unit else b.reshape(1, K, m), general, tuple(P)))
-    assert ran == ["_rows_general"]
-    assert same_bits(got, general[0])
-    if subn and not sat and np.isfinite(a).all() and n * m * K <= 300:
-        for i in range(n):
-            for j in range(m):
-                terms = [Fraction(a[i, k]) * (1 if unit else Fraction(b[k, j])) for k in range(K)]
-                base = reduce.event_base(0, i, j, n, m, K)
-                want = reduce_reference(terms, A_fmt, out_f, mode="stochastic",
-                                        rand=lambda r, base=base: scalar.random62(seed, base + r))
-                if math.isinf(want):  # an overflowed sum into the output format (reduce_reference
-                    want = _special(want, fmt(out_f), False)  # keeps it as it is)
-                assert got[i, j] == want or (math.isnan(got[i, j]) and math.isnan(want))
+    check_stochastic_reduction(acc, f, n, K, m, scale, subn, sat, container, out, seed, unit,
+                               data_seed, 3, "_rows_stochastic")  # fmt: skip
 
 
 _CACHE_SCRIPT = """
