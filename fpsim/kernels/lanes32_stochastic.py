@@ -31,9 +31,10 @@ float32. A flagged lane is redone with ``scalar_ops.add_rounded`` in float64 wit
 bits (``random62_keyed``): the general kernel's own step. The first term is rounded by the same
 step from s = -0 (-0 + t is t, a zero's sign included). Against the float64 kernel
 (:func:`fpsim.kernels.reduce_fast.stochastic_row`: two float64s of random bits per lane, and
-four lanes to a vector) the 256^3 fp16 product takes about two thirds of the time; the random
-bits, six 32-bit multiplies per event, are now half of it. Tested against the general kernel,
-exact rational sums and ``scalar.round_value`` in ``tests/test_lanes32_stochastic.py``.
+four lanes to a vector) the 256^3 fp16 product takes less than half the time on one core (49
+ms against 104, with the random bits' folded mixers); the random bits, six 32-bit multiplies
+per event, are about half of it. Tested against the general kernel and exact rational
+sums in ``tests/test_lanes32_stochastic.py``.
 
 The loops over events make no array views: numba counts references to each view with atomic
 operations (and the threads share B), which cost as much as the step's lanes when done per
