@@ -130,12 +130,12 @@ def _float_constants(fmt: FormatRecord) -> tuple:
 
 # ---- input check -------------------------------------------------------------------------------
 @register_jitable
-def _count_bad_float(s, fmt):
+def _count_bad_float(s, kf):
     """How many non-NaN elements of ``s`` are not values of the format: rounding to nearest
     changes exactly those (NaN is a value of every format). Float-instruction form (~1 ns per
-    value); needs ``nearest_float.nearest_even_float_ok(FLOAT64, fmt)``."""
+    value), ``kf`` the format's ``nearest_float.nearest_even_float_constants(fmt, 1, 0)``;
+    needs ``nearest_float.nearest_even_float_ok(FLOAT64, fmt)``."""
     bad = 0
-    kf = nearest_float.nearest_even_float_constants(fmt, 1, 0)
     for i in range(s.size):
         bad += nearest_float.not_in_format_float(np.float64(s[i]), kf)
     return bad
@@ -169,7 +169,7 @@ def _count_bad_general(s, fmt):
 def _count_bad(s, fmt):
     """The input check, in the fastest form that is exact for the format."""
     if nearest_float.nearest_even_float_ok(FLOAT64, fmt):
-        return _count_bad_float(s, fmt)
+        return _count_bad_float(s, nearest_float.nearest_even_float_constants(fmt, 1, 0))
     if _fast_ok(fmt):
         return _count_bad_fast(s, fmt)
     return _count_bad_general(s, fmt)
@@ -178,10 +178,7 @@ def _count_bad(s, fmt):
 # One kernel per form, so that checking fp16/bf16/fp8 inputs compiles only the float form.
 @njit(cache=True, nogil=True, error_model="numpy")
 def _count_float(x, start, stop, kf):
-    bad = 0
-    for i in range(start, stop):
-        bad += nearest_float.not_in_format_float(np.float64(x[i]), kf)
-    return bad
+    return _count_bad_float(x[start:stop], kf)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -567,19 +564,18 @@ def matmul(A, B, out, params: tuple, C=None) -> None:
         _block_operand(B, BF, PB, P)  # B's part of the alignment, once for all rows
         kernel = _rows_block_fused if block_fast.fused_ok(P) else _rows_block
         _run_rows(kernel, (A, BF, PB, C, out, P), nrows, work)
-    elif fast == 4:
+    elif fast == 4 or (fast == 5 and 2 * A.shape[2] < 1 << 32):  # (5: as 3, random_lanes)
         # float32 lanes: the parameters guarantee that float32 holds the inputs exactly.
         A32 = np.ascontiguousarray(A, dtype=np.float32)
         B32 = np.ascontiguousarray(B, dtype=np.float32)
-        outf = unflatten(P, reduce.I_OUT)
-        KO = np.array(fast_round_constants(outf, P[reduce.I_SUBN], P[reduce.I_SAT]))
-        kernel = _LANES32_KERNELS[int(P[reduce.I_LANES32])]
-        _run_rows(kernel, (A32, B32, out, KO, P[reduce.I_UNIT_B] == 1), nrows, work)
-    elif fast == 5 and 2 * A.shape[2] < 1 << 32:  # (random_lanes: as fast == 3 below)
-        A32 = np.ascontiguousarray(A, dtype=np.float32)
-        B32 = np.ascontiguousarray(B, dtype=np.float32)
-        kernel = _LANES32_STOCHASTIC_KERNELS[int(P[reduce.I_LANES32])]
-        _run_rows(kernel, (A32, B32, out, P), nrows, work)
+        kind = int(P[reduce.I_LANES32])
+        if fast == 5:
+            _run_rows(_LANES32_STOCHASTIC_KERNELS[kind], (A32, B32, out, P), nrows, work)
+        else:
+            outf = unflatten(P, reduce.I_OUT)
+            KO = np.array(fast_round_constants(outf, P[reduce.I_SUBN], P[reduce.I_SAT]))
+            _run_rows(_LANES32_KERNELS[kind], (A32, B32, out, KO, P[reduce.I_UNIT_B] == 1),
+                      nrows, work)  # fmt: skip
     elif fast == 1:
         _run_rows(_rows_nearest, (A, B, out, P), nrows, work)
     elif fast == 2:

@@ -52,11 +52,12 @@ from numba.core import cgutils
 from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic, register_jitable
 
-from .fastround import fast_round_constants, fast_round_ok, round_fast_stochastic_split
+from .fastround import fast_round_constants, fast_round_ok
 from .lanes32 import BF16, BF16_STOCHASTIC, FP16, FP16_STOCHASTIC, acc_of
-from .random_lanes import index_words, random_split, random_top24, tile_wraps
+from .random_lanes import index_words, random_top24, tile_wraps
 from .reduce import I_ACC, I_OUT, I_SAT, I_SEED, I_SUBN, I_UNIT_B, event_base, unflatten
-from .scalar import STOCHASTIC, random62_keyed, random62_keys, round_value
+from .reduce_fast import stochastic_out
+from .scalar import STOCHASTIC, random62_keyed, random62_keys
 from .scalar_ops import add_rounded
 
 # Per accumulator: fraction bits, the lowest binade the quantum is taken from (fp16: its emin,
@@ -167,9 +168,9 @@ def _rows_of(kind: int):
     """The rows function of one stochastic kind (its accumulator a constant of its code)."""
     step8 = STEP8[acc_of(kind)]
 
-    def jit(fn, inline="never"):  # each kind's own symbols (see lanes32._row_of_kind)
+    def jit(fn):  # each kind's own symbols (see lanes32._row_of_kind)
         fn.__qualname__ = f"{fn.__qualname__}_k{kind}"
-        return register_jitable(inline=inline)(fn)
+        return register_jitable(fn)
 
     @jit
     def redo(SD, si, di, Bs, b0, b1, bj, a, f, j, n, P, key_a, key_b, base, stride, r):
@@ -187,12 +188,14 @@ def _rows_of(kind: int):
                                             P[I_SUBN], P[I_SAT], rand)  # fmt: skip
 
     @jit
-    def row(A, Bs, unit, out, bi, i, j0, n, SD, R, TAIL, U, F, RHL, KO, P, key_a, key_b):
+    def row(A, Bs, unit, out, bi, i, j0, n, SD, R, TAIL, U, F, RHL, fast_out, KO, P, key_a,
+            key_b):  # fmt: skip
         """Lanes ``j < n`` of ``out[bi, i, j0 + j]``: the sequential reduction of the terms
         ``A[bi, i, k] * Bs[bi, k, j0 + j]`` (a sum, ``unit``: ``Bs`` the ones, (1, 1, >= j0 +
         n)) with every step rounded stochastically, then the final rounding to the output
-        format (event 2K; ``KO``: its ``fast_round_constants``, empty where ``fast_round_ok``
-        does not hold; ``RHL``: (2, >= n) float64 work)."""
+        format (event 2K, ``reduce_fast.stochastic_out``; ``fast_out``: whether
+        ``fast_round_ok`` holds for it, ``KO`` its ``fast_round_constants``; ``RHL``: (2, >= n)
+        float64 work)."""
         K = A.shape[2]
         nr, m = out.shape[1], out.shape[2]
         stride = 2 * K + 1
@@ -229,18 +232,8 @@ def _rows_of(kind: int):
                     redo(SD, si, 1 - si, TAIL, 0, 0, 0, a, F[n8 >> 3], n8, n, P, key_a, key_b,
                          base, stride, r)  # fmt: skip
             si = 1 - si
-        if KO.size:  # the final rounding (event 2K), the random bits as random_split's pair
-            RH, RL = RHL[0], RHL[1]
-            random_split(RH, RL, U, key_a, key_b, 2 * K, n)
-            for j in range(n):
-                v = np.float64(SD[si, j]) if K > 0 else 0.0
-                out[bi, i, j0 + j] = round_fast_stochastic_split(v, RH[j], RL[j], KO)
-        else:
-            outf = unflatten(P, I_OUT)
-            for j in range(n):
-                rand = random62_keyed(key_a, key_b, base + j * stride + 2 * K)
-                v = np.float64(SD[si, j]) if K > 0 else 0.0
-                out[bi, i, j0 + j] = round_value(v, outf, STOCHASTIC, P[I_SUBN], P[I_SAT], rand)
+        stochastic_out(out[bi, i, j0:j0 + n], SD[si], K, n, U, RHL[0], RHL[1], fast_out, KO,
+                       unflatten(P, I_OUT), P[I_SUBN], P[I_SAT], key_a, key_b, base, stride)
 
     @jit
     def rows(A, B, out, P, r0, r1):
@@ -257,17 +250,16 @@ def _rows_of(kind: int):
         F = np.empty(w // 8, np.int32)  # the vectors' flags of a step
         RHL = np.empty((2, w))
         outf = unflatten(P, I_OUT)
-        KO = np.array(fast_round_constants(outf, P[I_SUBN], P[I_SAT]))
-        if not fast_round_ok(outf):
-            KO = KO[:0]
+        KO = fast_round_constants(outf, P[I_SUBN], P[I_SAT])
+        fast_out = fast_round_ok(outf)
         unit = P[I_UNIT_B] == 1
         Bs = np.ones((1, 1, m), np.float32) if unit else B  # (a sum's terms: A times 1)
         key_a, key_b = random62_keys(P[I_SEED])
         for j0 in range(0, m, jt):
             n = min(jt, m - j0)
             for r in range(r0, r1):
-                row(A, Bs, unit, out, r // nr, r % nr, j0, n, SD, R, TAIL, U, F, RHL, KO, P,
-                    key_a, key_b)  # fmt: skip
+                row(A, Bs, unit, out, r // nr, r % nr, j0, n, SD, R, TAIL, U, F, RHL, fast_out,
+                    KO, P, key_a, key_b)  # fmt: skip
 
     return rows
 

@@ -95,9 +95,6 @@ def _mul_mix(builder, v, c):
     return builder.mul(_xs(builder, v, c, 15), c(0x846CA68B))
 
 
-# hash32 as 32-bit operations.
-hash32_lanes = _lanes_intrinsic(
-    1, lambda b, c, x: _xs(b, _mul_mix(b, _xs(b, x, c, 16), c), c, 16))
 # M2 = xs16(hash32(hash32(lo ^ key_a) ^ key_b)), the low random word before its last
 # xorshift, from ka16 = xs16(key_a) and kb16 = xs16(key_b): two mixers, three xorshifts folded
 low_mix = _lanes_intrinsic(

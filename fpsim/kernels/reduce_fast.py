@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba.extending import register_jitable
 
 from .fastround import (
@@ -277,12 +278,26 @@ def stochastic_row(A, B, out, bi, i, j0, m, W, U, P):
                         rand = random62_keyed(key_a, key_b, base0 + j * stride + r)
                         D[j] = add_rounded(s, t, acc, STOCHASTIC, subn, sat, rand)
             S, D = D, S
-        o = out[bi, i, t0:t0 + n]
-        if fast_out:  # the final rounding (event 2K)
-            random_split(RH, RL, U, key_a, key_b, 2 * K, n)
-            for j in range(n):
-                o[j] = round_fast_stochastic_split(S[j] if K > 0 else 0.0, RH[j], RL[j], ko)
-        else:
-            for j in range(n):
-                rand = random62_keyed(key_a, key_b, base0 + j * stride + 2 * K)
-                o[j] = round_value(S[j] if K > 0 else 0.0, outf, STOCHASTIC, subn, sat, rand)
+        stochastic_out(out[bi, i, t0:t0 + n], S, K, n, U, RH, RL, fast_out, ko, outf, subn, sat,
+                       key_a, key_b, base0, stride)  # fmt: skip
+
+
+@register_jitable
+def stochastic_out(o, S, K, n, U, RH, RL, fast_out, ko, outf, subn, sat, key_a, key_b, base0,
+                   stride):  # fmt: skip
+    """The final rounding (event 2K) of a stochastic row's lanes ``j < n``: ``o[j]`` = the
+    accumulator ``S[j]`` (0 for K = 0) rounded stochastically to ``outf``; with the random bits
+    as :func:`fpsim.kernels.random_lanes.random_split`'s pair (into ``RH``, ``RL``) and
+    ``round_fast_stochastic_split`` (``ko``) where ``fast_out``, else ``round_value``. ``U``:
+    the tile's words (:func:`fpsim.kernels.random_lanes.index_words`), lane j's event 0 the
+    index ``base0 + j * stride``."""
+    if fast_out:
+        random_split(RH, RL, U, key_a, key_b, 2 * K, n)
+        for j in range(n):
+            v = np.float64(S[j]) if K > 0 else 0.0
+            o[j] = round_fast_stochastic_split(v, RH[j], RL[j], ko)
+    else:
+        for j in range(n):
+            rand = random62_keyed(key_a, key_b, base0 + j * stride + 2 * K)
+            v = np.float64(S[j]) if K > 0 else 0.0
+            o[j] = round_value(v, outf, STOCHASTIC, subn, sat, rand)
